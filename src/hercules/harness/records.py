@@ -1,0 +1,184 @@
+"""Plain, frozen, serialisable records passed between the evaluation stages.
+
+A failure is data (a status and a message), never an exception that escapes a batch loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """Final verdict of one evaluation. Only ``OK`` counts as a scored result."""
+
+    BUILD_ERROR = "build_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    INCORRECT = "incorrect"
+    SUSPICIOUS = "suspicious"  # outputs are correct, but an anti-hacking check raised a flag
+    OK = "ok"
+    SKIPPED = "skipped"  # the candidate needs a device that is not present
+
+
+class Flag(str, enum.Enum):
+    """Named anti-hacking findings; one per threat in DESIGN.md (some threats also fail outright)."""
+
+    SIDE_STREAM = "side_stream"  # work hidden from the timed stream (wall clock disagrees with events)
+    TENSOR_SUBCLASS = "tensor_subclass"  # output is not exactly torch.Tensor (lazy subclasses)
+    RESULT_CACHE = "result_cache"  # stale outputs after inputs were refreshed in place
+    PROBLEM_EDIT = "problem_edit"  # reaches for the problem's module, sizes or constants
+    FOREIGN_MEMORY = "foreign_memory"  # output holds values it never wrote (poisoned memory)
+    ZERO_OUTPUT = "zero_output"  # (near) zero output where the reference is not
+    PRECISION_DOWNCAST = "precision_downcast"  # error far above what the problem's dtype gives
+    MONKEY_PATCH = "monkey_patch"  # torch, timers, builtins or comparisons replaced
+    BACKGROUND_THREAD = "background_thread"  # threads left running by the candidate
+    GLOBAL_STATE = "global_state"  # backend flags or global torch settings changed
+    OUTPUT_ALIASES_INPUT = "output_aliases_input"  # returns an input or a view of one
+    INPUT_MUTATED = "input_mutated"  # inputs changed by the candidate
+    REFERENCE_FALLBACK = "reference_fallback"  # try/except that falls back to PyTorch
+    SWALLOWED_EXCEPTION = "swallowed_exception"  # an exception raised and hidden during forward
+    SHAPE_MISMATCH = "shape_mismatch"  # output shape/dtype/device differ from reference
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise tolerance plus a bound on the relative error norm ||out - ref|| / ||ref||."""
+
+    atol: float
+    rtol: float
+    rel_tol: float
+    # A candidate whose relative error exceeds max(downcast_ratio * reference error, downcast_floor)
+    # computed in lower precision than the problem's dtype intends (fp16 / TF32 / autocast).
+    downcast_ratio: float
+    downcast_floor: float
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool
+    seconds: float
+    cache_key: str = ""
+    cache_hit: bool = False
+    log: str = ""  # tail of the build log (full log lives in the artifacts directory)
+    error: str | None = None
+    language: str = "pytorch"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    correct: bool
+    trials: int
+    max_abs_err: float | None
+    rel_err: float | None
+    ref_rel_err: float | None  # the problem-dtype reference's own error against float64
+    flags: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    method: str  # "cuda_events" or "perf_counter"
+    reps: int
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    std_ms: float
+    input_sets: int
+    l2_flushed: bool
+    wall_ms: float | None = None  # per call, back to back, after a device-wide synchronise
+    samples_ms: tuple[float, ...] = ()
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median: the noise band of this measurement."""
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Speedups:
+    eager: float | None = None
+    compile: float | None = None
+    compile_reduce_overhead: float | None = None
+    cudagraph: float | None = None
+    best: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    correct: bool
+    flags: tuple[str, ...]
+    error: str | None
+    max_abs_err: float | None
+    rel_err: float | None
+    ref_ms: float | None
+    cand_ms: float | None
+    speedup: Speedups
+    sol_fraction: float | None
+    problem: str = ""
+    candidate: str = ""
+    device: str = "cpu"
+    baselines_ms: dict[str, float | None] = field(default_factory=dict)
+    build: BuildResult | None = None
+    check: CheckResult | None = None
+    timing: TimingResult | None = None
+    sol: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return to_jsonable(self)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, enums and tuples to plain JSON types (recursively)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not valid JSON
+        return None
+    return value
+
+
+def verdict_from_json(data: dict[str, Any]) -> Verdict:
+    """Inverse of ``Verdict.to_json`` (used to resume a run from its verdict files)."""
+
+    def sub(cls, key):
+        raw = data.get(key)
+        if raw is None:
+            return None
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k in names}
+        return cls(**kwargs)
+
+    return Verdict(
+        status=Status(data["status"]),
+        correct=bool(data["correct"]),
+        flags=tuple(data.get("flags") or ()),
+        error=data.get("error"),
+        max_abs_err=data.get("max_abs_err"),
+        rel_err=data.get("rel_err"),
+        ref_ms=data.get("ref_ms"),
+        cand_ms=data.get("cand_ms"),
+        speedup=sub(Speedups, "speedup") or Speedups(),
+        sol_fraction=data.get("sol_fraction"),
+        problem=data.get("problem", ""),
+        candidate=data.get("candidate", ""),
+        device=data.get("device", "cpu"),
+        baselines_ms=dict(data.get("baselines_ms") or {}),
+        build=sub(BuildResult, "build"),
+        check=sub(CheckResult, "check"),
+        timing=sub(TimingResult, "timing"),
+        sol=data.get("sol"),
+        seconds=float(data.get("seconds") or 0.0),
+    )
