@@ -1,0 +1,60 @@
+"""Number formatting shared by the markdown and HTML reports (one place, so both agree)."""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "n/a"
+
+SPEEDUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("eager", "eager"),
+    ("compile", "compile"),
+    ("compile_reduce_overhead", "compile-ro"),
+    ("cudagraph", "cudagraph"),
+    ("best", "best"),
+)
+
+
+def _usable(value: float | None) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def rate(value: float | None) -> str:
+    """A fraction as a percentage: 0.375 -> '37.5%'."""
+    return f"{100.0 * value:.1f}%" if _usable(value) else MISSING
+
+
+def speedup(value: float | None) -> str:
+    """A speedup as a multiplier: 2.0 -> '2.00x'."""
+    return f"{value:.2f}x" if _usable(value) else MISSING
+
+
+def ms(value: float | None) -> str:
+    """Milliseconds with enough digits for microsecond kernels."""
+    if not _usable(value):
+        return MISSING
+    if value >= 100:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4f}"
+
+
+def p_label(p: float) -> str:
+    """fast_p's name: 0.0 -> 'fast_0', 1.5 -> 'fast_1.5'."""
+    return f"fast_{p:g}"
+
+
+def level(value: int | None) -> str:
+    return "none" if value is None else str(value)
+
+
+def flags(values: tuple[str, ...]) -> str:
+    return ", ".join(values)
+
+
+def truncate(text: str | None, limit: int = 160) -> str:
+    if not text:
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

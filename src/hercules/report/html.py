@@ -1,0 +1,213 @@
+"""The HTML report of a bench run: one self-contained file that opens offline.
+
+Plots are drawn with matplotlib's Agg renderer (``Figure`` objects, never pyplot, so no global
+backend is touched and this is safe in a worker thread) and embedded as base64 PNG data URIs.
+There are no external stylesheets, scripts, fonts or images: the file can be mailed or archived
+as is.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+
+from hercules.harness.records import Status
+from hercules.report import formatting as fmt
+from hercules.report.stats import Row, Summary, ok_speedups, sort_rows
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+# One colour per status, shared by the scatter plot and the table's CSS.
+STATUS_COLOURS: dict[str, str] = {
+    Status.OK.value: "#2e7d32",
+    Status.SUSPICIOUS.value: "#ef6c00",
+    Status.INCORRECT.value: "#c62828",
+    Status.RUNTIME_ERROR.value: "#8e24aa",
+    Status.CRASH.value: "#4e342e",
+    Status.TIMEOUT.value: "#5d4037",
+    Status.BUILD_ERROR.value: "#6d4c41",
+    Status.SKIPPED.value: "#757575",
+}
+
+_DPI = 110
+
+
+@dataclass(frozen=True)
+class Plot:
+    data_uri: str  # "data:image/png;base64,..."
+    n_points: int  # values drawn; 0 means the image only says "no data"
+
+
+def _png_data_uri(fig: Figure) -> str:
+    buf = io.BytesIO()
+    # Software=None: no tool name or web address written into the image.
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _no_data(ax, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def speedup_histogram(rows: Sequence[Row]) -> Plot:
+    """Distribution of the correct rows' speedups vs eager and vs the best baseline (log x)."""
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot()
+    series = {
+        "vs eager": ok_speedups(rows, "eager"),
+        "vs best baseline": ok_speedups(rows, "best"),
+    }
+    values = [v for vs in series.values() for v in vs]
+    if not values:
+        _no_data(ax, "no data: no correct candidate has a speedup")
+        ax.set_title("Speedup distribution")
+        return Plot(_png_data_uri(fig), 0)
+    lo, hi = min(values), max(values)
+    lo, hi = min(lo, 1.0) / 1.25, max(hi, 1.0) * 1.25  # always show the 1x line with a margin
+    n_bins = int(min(40, max(10, 2 * math.sqrt(len(values)))))
+    bins = np.geomspace(lo, hi, n_bins + 1)
+    for (label, vs), colour in zip(series.items(), ("#1565c0", "#ef6c00")):
+        if vs:
+            ax.hist(vs, bins=bins, histtype="step", linewidth=2, color=colour, label=f"{label} (n={len(vs)})")
+    ax.axvline(1.0, color="#444", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("speedup (x, log scale; > 1 is faster than the baseline)")
+    ax.set_ylabel("candidates")
+    ax.set_title("Speedup distribution (correct candidates)")
+    ax.legend(frameon=False)
+    return Plot(_png_data_uri(fig), len(values))
+
+
+def sol_scatter(rows: Sequence[Row]) -> Plot:
+    """Candidate time against fraction of the hardware's speed of light, coloured by status."""
+    fig = Figure(figsize=(7.5, 3.8))
+    ax = fig.add_subplot()
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for _p, _l, _c, v in rows:
+        if v.cand_ms is None or v.sol_fraction is None:
+            continue
+        x, y = float(v.cand_ms), float(v.sol_fraction)
+        if not (math.isfinite(x) and math.isfinite(y)) or x <= 0:
+            continue
+        xs, ys = groups.setdefault(v.status.value, ([], []))
+        xs.append(x)
+        ys.append(y)
+    ax.set_title("Speed of light: candidate time vs fraction of peak")
+    if not groups:
+        _no_data(ax, "no data: no candidate has both a time and a SOL fraction")
+        return Plot(_png_data_uri(fig), 0)
+    order = [s.value for s in Status]
+    for status in sorted(groups, key=lambda s: order.index(s) if s in order else len(order)):
+        xs, ys = groups[status]
+        ax.scatter(xs, ys, s=28, alpha=0.85, color=STATUS_COLOURS.get(status, "#000"), label=f"{status} ({len(xs)})")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_xlabel("candidate time (ms, log scale)")
+    ax.set_ylabel("fraction of speed of light")
+    top = max(max(ys) for _, ys in groups.values())
+    ax.set_ylim(0, max(1.0, top * 1.05))
+    ax.axhline(1.0, color="#444", linestyle=":", linewidth=1)
+    ax.legend(frameon=False, fontsize="small")
+    return Plot(_png_data_uri(fig), sum(len(xs) for xs, _ in groups.values()))
+
+
+def _meta_value(value: Any) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        rate=fmt.rate, speedup=fmt.speedup, ms=fmt.ms, p_label=fmt.p_label, level=fmt.level,
+        truncate_text=fmt.truncate, meta_value=_meta_value, zip=lambda a, b: list(zip(a, b)),
+    )
+    return env
+
+
+def _sort_key(value: float | None) -> str:
+    """A numeric sort key for the table's inline sorter (missing values sort last)."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
+
+
+def render_html(
+    summary: Summary,
+    rows: Sequence[Row],
+    title: str = "Hercules bench",
+    meta: Mapping[str, Any] | None = None,
+) -> str:
+    candidates = []
+    for problem, level, candidate, v in sort_rows(rows):
+        speedups = [
+            (fmt.speedup(getattr(v.speedup, attr)), _sort_key(getattr(v.speedup, attr)))
+            for attr, _ in fmt.SPEEDUP_COLUMNS
+        ]
+        candidates.append(
+            {
+                "problem": problem,
+                "level": level,
+                "candidate": candidate,
+                "status": v.status.value,
+                "flags": list(v.flags),
+                "cand_ms": v.cand_ms,
+                "cand_ms_key": _sort_key(v.cand_ms),
+                "ref_ms": v.ref_ms,
+                "ref_ms_key": _sort_key(v.ref_ms),
+                "speedups": speedups,
+                "sol": v.sol_fraction,
+                "sol_key": _sort_key(v.sol_fraction),
+                "error": v.error,
+            }
+        )
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        title=title,
+        meta=dict(meta or {}),
+        summary=summary,
+        fast_rows=list(zip(summary.fast_eager, summary.fast_best)),
+        candidates=candidates,
+        speedup_headers=[label for _, label in fmt.SPEEDUP_COLUMNS],
+        speedup_plot=speedup_histogram(rows),
+        sol_plot=sol_scatter(rows),
+        status_colours=STATUS_COLOURS,
+    )
+
+
+def write_html(
+    path: str | Path,
+    summary: Summary,
+    rows: Sequence[Row],
+    title: str = "Hercules bench",
+    meta: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the report to ``path`` (parent folders created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = render_html(summary, rows, title, meta)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)  # never leave a half-written report behind
+    return path

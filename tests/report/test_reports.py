@@ -1,0 +1,158 @@
+"""The markdown and HTML reports: the right numbers, and an HTML file that needs no network."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from hercules.harness.records import Speedups, Status, Verdict
+from hercules.report.html import render_html, sol_scatter, speedup_histogram, write_html
+from hercules.report.markdown import render_markdown
+from hercules.report.stats import summarize
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def v(status, eager=None, best=None, flags=(), cand_ms=None, sol=None, error=None, **speedups) -> Verdict:
+    return Verdict(
+        status=status,
+        correct=status in (Status.OK, Status.SUSPICIOUS),
+        flags=tuple(flags),
+        error=error,
+        max_abs_err=None,
+        rel_err=None,
+        ref_ms=1.0,
+        cand_ms=cand_ms,
+        speedup=Speedups(eager=eager, best=best, **speedups),
+        sol_fraction=sol,
+    )
+
+
+# Eight rows: 4 ok (speedups vs eager 2, 8, 0.5 and one untimed), suspicious, incorrect, crash,
+# build error. By hand: correctness 4/8 = 50.0%; vs eager fast_1 = fast_1.5 = 2/8 = 25.0%,
+# fast_2 = 1/8 = 12.5%, mean 3.50x, median 2.00x, geomean 8^(1/3) = 2.00x; vs best (1.5, 4, 0.25)
+# fast_1 = 25.0%, fast_1.5 = fast_2 = 12.5%, mean 1.92x, median 1.50x, geomean 1.5^(1/3) = 1.14x.
+ROWS = [
+    ("add", 1, "add_fast", v(Status.OK, 2.0, 1.5, cand_ms=0.5, sol=0.3, compile=1.8,
+                             compile_reduce_overhead=1.7, cudagraph=1.6)),
+    ("add", 1, "add_faster", v(Status.OK, 8.0, 4.0, cand_ms=0.125, sol=0.81)),
+    ("matmul", 1, "mm_slow", v(Status.OK, 0.5, 0.25, cand_ms=2.0, sol=0.05)),
+    ("matmul", 2, "mm_untimed", v(Status.OK)),
+    ("matmul", 2, "mm_sneaky", v(Status.SUSPICIOUS, 10.0, 9.0, flags=("side_stream",), cand_ms=0.01, sol=1.4)),
+    ("conv|2d", 2, "conv_<b>bad</b>", v(Status.INCORRECT, flags=("shape_mismatch",), error="max err 3.0")),
+    ("conv|2d", None, "conv_dead", v(Status.CRASH, error="illegal memory access\nworker restarted")),
+    ("norm", None, "norm_nobuild", v(Status.BUILD_ERROR, error="nvcc: error")),
+]
+
+
+def data_images(html: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)]
+
+
+def test_markdown_contains_hand_computed_numbers():
+    md = render_markdown(summarize(ROWS), ROWS, "Bench on H200")
+    assert md.startswith("# Bench on H200\n")
+    assert "| correctness rate | 50.0% |" in md
+    assert "| candidates | 8 |" in md
+    assert "| fast_0 | 50.0% | 50.0% |" in md
+    assert "| fast_1 | 25.0% | 25.0% |" in md
+    assert "| fast_1.5 | 25.0% | 12.5% |" in md
+    assert "| fast_2 | 12.5% | 12.5% |" in md
+    assert "| mean speedup | 3.50x | 1.92x |" in md
+    assert "| median speedup | 2.00x | 1.50x |" in md
+    assert "| geomean speedup | 2.00x | 1.14x |" in md
+    assert "build_error 1, crash 1, incorrect 1, suspicious 1, ok 4" in md
+    # Per level: level 1 has 3 ok rows, 2 of them faster than eager.
+    assert "| 1 | 3 | 3 | 100.0% | 66.7% | 66.7% | 2.00x | 1.14x |" in md
+    assert "| none | 2 | 0 | 0.0% | 0.0% | 0.0% | n/a | n/a |" in md
+
+
+def test_markdown_candidate_table_rows():
+    md = render_markdown(summarize(ROWS), ROWS, "t")
+    header = next(line for line in md.splitlines() if line.startswith("| problem |"))
+    assert header.split(" | ")[5:11] == ["vs eager", "vs compile", "vs compile-ro", "vs cudagraph", "vs best", "SOL |"]
+    assert "| add | add_fast | ok |  | 0.5000 | 2.00x | 1.80x | 1.70x | 1.60x | 1.50x | 30.0% |" in md
+    assert "| matmul | mm_sneaky | suspicious | side_stream | 0.0100 | 10.00x |" in md
+    # A pipe in a name is escaped so the table keeps its columns.
+    conv = next(line for line in md.splitlines() if "conv_dead" in line)
+    assert conv.startswith("| conv\\|2d | conv_dead | crash |")
+    assert len(re.split(r"(?<!\\)\|", conv)) == len(re.split(r"(?<!\\)\|", header))
+    # Sorted by level (none last), then problem, then candidate.
+    table = md.split("## Candidates", 1)[1].strip().splitlines()[2:]  # skip header and rule
+    order = [line.split(" | ")[1] for line in table]
+    assert order == [
+        "add_fast", "add_faster", "mm_slow", "conv_&lt;b>bad&lt;/b>", "mm_sneaky", "mm_untimed",
+        "conv_dead", "norm_nobuild",
+    ]
+
+
+def test_markdown_with_no_rows():
+    md = render_markdown(summarize([]), [], "empty")
+    assert "| candidates | 0 |" in md
+    assert "| correctness rate | n/a |" in md
+    assert "| fast_1 | n/a | n/a |" in md
+    assert "| geomean speedup | n/a | n/a |" in md
+
+
+def test_html_is_self_contained_with_embedded_plots(tmp_path):
+    meta = {"device": "NVIDIA H200", "versions": {"torch": "2.13"}, "run": 7}
+    path = write_html(tmp_path / "out" / "report.html", summarize(ROWS), ROWS, "Bench <H200>", meta)
+    html = path.read_text(encoding="utf-8")
+    assert html.lstrip().startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    images = data_images(html)
+    assert len(images) == 2 and all(img.startswith(PNG_MAGIC) for img in images)
+    assert images[0] != images[1]
+    # Nothing fetched from anywhere: no web addresses, no external scripts or stylesheets.
+    assert "http://" not in html and "https://" not in html
+    assert not re.search(r"<script[^>]*\bsrc=", html)
+    assert not re.search(r"<link[^>]*\bhref=", html)
+    assert not re.search(r"""\b(?:src|href)\s*=\s*["'](?!data:)""", html)
+    assert "@import" not in html and "url(" not in html
+    # Content: title escaped, meta shown, numbers and statuses present, names escaped.
+    assert "<title>Bench &lt;H200&gt;</title>" in html
+    assert "NVIDIA H200" in html and "{&#34;torch&#34;: &#34;2.13&#34;}" in html
+    assert "50.0%" in html and "2.00x" in html and "1.14x" in html
+    assert 'class="status status-suspicious"' in html and '<span class="flag">side_stream</span>' in html
+    assert "conv_&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad</b>" not in html
+    assert "illegal memory access worker restarted" in html
+    levels = html.split('<table id="levels">', 1)[1].split("</table>", 1)[0]
+    assert '<td class="l">1</td><td>3</td><td>3</td><td>100.0%</td>' in levels
+    assert '<td class="l">none</td><td>2</td><td>0</td><td>0.0%</td>' in levels
+    assert "<th>fast_1.5 best</th>" in levels and "66.7%" in levels
+    assert "no data" not in html  # both plots have data here
+    assert not (tmp_path / "out" / "report.html.tmp").exists()
+
+
+def test_html_candidate_table_has_one_row_per_candidate():
+    html = render_html(summarize(ROWS), ROWS, "t", {})
+    body = html.split('<table id="candidates"', 1)[1].split("</table>", 1)[0]
+    assert body.count("<tr>") == len(ROWS) + 1  # plus the header row
+    for _, _, name, _ in ROWS:
+        if "<" not in name:
+            assert f'<td class="l">{name}</td>' in body
+
+
+def test_html_with_zero_ok_rows_notes_missing_data(tmp_path):
+    rows = [
+        ("add", 1, "a", v(Status.CRASH, error="boom")),
+        ("add", 1, "b", v(Status.INCORRECT)),
+        ("mm", 2, "c", v(Status.TIMEOUT)),
+    ]
+    html = write_html(tmp_path / "r.html", summarize(rows), rows, "nothing works", None).read_text()
+    assert html.count("no data:") == 2  # one caption per plot
+    assert len(data_images(html)) == 2
+    assert "0.0%" in html and "n/a" in html
+    assert speedup_histogram(rows).n_points == 0 and sol_scatter(rows).n_points == 0
+
+
+def test_html_with_no_rows_at_all(tmp_path):
+    html = write_html(tmp_path / "r.html", summarize([]), [], "empty", {}).read_text()
+    assert len(data_images(html)) == 2 and html.count("no data:") == 2
+    assert "n/a" in html
+
+
+def test_plot_point_counts():
+    # Speedups of ok rows: 3 vs eager + 3 vs best. SOL scatter: every row with a time and a SOL
+    # fraction, whatever its status (the suspicious 1.4 "above light speed" row is the tell).
+    assert speedup_histogram(ROWS).n_points == 6
+    assert sol_scatter(ROWS).n_points == 4
