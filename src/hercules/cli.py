@@ -1,0 +1,238 @@
+"""The ``hercules`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from hercules.problems.model import Candidate, Problem, ProblemFormatError
+
+
+def _fail(message: str) -> None:
+    """One line on stderr, exit status 2: the inputs cannot be used."""
+    click.echo(f"hercules: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _load_one_problem(path: str) -> Problem:
+    from hercules.problems.loaders import load_source
+
+    try:
+        loaded = load_source(path)
+    except ProblemFormatError as exc:
+        _fail(str(exc))
+    if len(loaded.problems) != 1:
+        _fail(f"{path}: expected one problem, found {len(loaded.problems)}")
+    return loaded.problems[0]
+
+
+def _load_candidate(path: str, problem: str) -> Candidate:
+    file = Path(path)
+    if not file.is_file():
+        _fail(f"{path}: no such candidate file")
+    return Candidate(name=file.stem, code=file.read_text(), source=str(file), problem=problem)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="hercules")
+def main() -> None:
+    """Hercules: trustworthy evaluation and optimisation of LLM-written CUDA kernels.
+
+    \b
+    Examples:
+      hercules bench                                   # built-in suite, local device
+      hercules list path/to/KernelBench/level1 --json
+      hercules eval --problem P.py --candidate C.py --device cpu --json
+    """
+
+
+@main.command("list")
+@click.argument("source")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array, one object per problem.")
+def list_command(source: str, as_json: bool) -> None:
+    """List the problems in SOURCE.
+
+    SOURCE is a problem file, a folder of them, a KernelBench checkout (or one of its level
+    folders), a local Hugging Face dataset in the KernelBench layout, or a CUDA-L1 release file.
+
+    \b
+    Examples:
+      hercules list KernelBench/KernelBench --json
+      hercules list cuda_l1/h100.json --json
+    """
+    from hercules.problems.loaders import load_source, problem_summary
+
+    try:
+        loaded = load_source(source)
+    except ProblemFormatError as exc:
+        _fail(str(exc))
+    summaries = [problem_summary(p) for p in loaded.problems]
+    if as_json:
+        click.echo(json.dumps(summaries))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(summaries)} problems ({loaded.kind})")
+    for column in ("level", "id", "name", "dtype", "source"):
+        table.add_column(column)
+    for s in summaries:
+        table.add_row(str(s.get("level") or ""), str(s.get("problem_id") or ""), s["name"], s.get("dtype", ""), s["source"])
+    console = Console()
+    console.print(table)
+    for warning in loaded.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+
+
+def _eval_options(device: str, trials: int, budget: float, baselines: str | None, no_timing: bool,
+                  cache_dir: str | None):
+    from hercules.harness.evaluate import EvalOptions
+
+    options = EvalOptions(device=device, trials=trials, timing_budget_s=budget, time_candidate=not no_timing,
+                          baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None)
+    if trials < 1:
+        _fail("--trials must be at least 1")
+    if cache_dir:
+        options = replace(options, cache_dir=Path(cache_dir))
+    return options
+
+
+_device_option = click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+                              help="Where to run; auto picks cuda when a GPU is present.")
+_trials_option = click.option("--trials", default=5, show_default=True, help="Correctness trials on fresh inputs.")
+_budget_option = click.option("--budget", default=0.3, show_default=True, help="Seconds of timed repetitions per measurement.")
+_baselines_option = click.option("--baselines", default=None,
+                                 help="Comma list of eager,compile,compile_reduce_overhead,cudagraph (default: all the device supports).")
+_no_timing_option = click.option("--no-timing", is_flag=True, help="Check correctness only.")
+_cache_option = click.option("--cache-dir", default=None, help="Build and baseline cache (default ~/.cache/hercules).")
+
+
+@main.command("eval")
+@click.option("--problem", "problem_path", required=True, help="KernelBench-format problem file.")
+@click.option("--candidate", "candidate_path", required=True, help="File defining ModelNew.")
+@_device_option
+@_trials_option
+@_budget_option
+@_baselines_option
+@_no_timing_option
+@_cache_option
+@click.option("--artifacts", default=None, help="Keep sources, logs and verdict.json in this folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
+def eval_command(problem_path, candidate_path, device, trials, budget, baselines, no_timing, cache_dir, artifacts, as_json):
+    """Evaluate one candidate against one problem.
+
+    Exit status 0 whenever an evaluation happened, whatever the verdict.
+
+    \b
+    Examples:
+      hercules eval --problem relu.py --candidate relu_cuda.py --json
+      hercules eval --problem relu.py --candidate relu_triton.py --device cpu --baselines eager
+    """
+    from hercules.harness.evaluate import evaluate
+
+    problem = _load_one_problem(problem_path)
+    candidate = _load_candidate(candidate_path, problem.name)
+    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir)
+    if artifacts:
+        options = replace(options, artifacts_dir=Path(artifacts))
+    if as_json:
+        verdict = evaluate(problem, candidate, options)
+        click.echo(json.dumps(verdict.to_json()))
+        return
+    from rich.console import Console
+
+    console = Console(stderr=False)
+    with console.status(f"evaluating {candidate.name} on {problem.name}"):
+        verdict = evaluate(problem, candidate, options)
+    from hercules.report.console import print_verdict
+
+    print_verdict(console, verdict)
+
+
+@main.command("bench")
+@click.argument("sources", nargs=-1)
+@click.option("--candidates", "candidates_dir", default=None,
+              help="Folder with one sub-folder of candidate files per problem name.")
+@_device_option
+@_trials_option
+@_budget_option
+@_baselines_option
+@_no_timing_option
+@_cache_option
+@click.option("--run-dir", default=None, help="Resumable run folder (default runs/<timestamp>); rerun to resume.")
+@click.option("--jobs", default=None, type=int, help="Parallel builds (default: CPU count).")
+@click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+def bench_command(sources, candidates_dir, device, trials, budget, baselines, no_timing, cache_dir, run_dir, jobs,
+                  name_filter, as_json):
+    """Evaluate problems x candidates into a run folder, a SQLite store and reports.
+
+    With no SOURCES: the built-in suite with its example candidates on the local device.
+
+    \b
+    Examples:
+      hercules bench
+      hercules bench --run-dir runs/nightly            # resume after a kill
+      hercules bench KernelBench/level1 --candidates my_kernels/ --device cuda
+      hercules bench cuda_l1/h100.json                 # CUDA-L1 records carry their candidates
+    """
+    from hercules.harness.batch import run_bench
+    from hercules.report.bench import collect_items, print_summary, write_reports
+
+    try:
+        items = collect_items(sources, candidates_dir, name_filter)
+    except ProblemFormatError as exc:
+        _fail(str(exc))
+    if not items:
+        _fail("no problem has a candidate to evaluate")
+    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir)
+    folder = Path(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=as_json)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[last]}"), console=console, transient=False) as bar:
+        builds = bar.add_task("build", total=len(items), last="")
+        evals = bar.add_task("evaluate", total=len(items), last="")
+
+        def progress(event: str, item, verdict) -> None:
+            label = f"{item.problem.name}/{item.candidate.name}"
+            if event == "built":
+                bar.advance(builds)
+                bar.update(builds, last=label)
+            else:
+                if event == "resumed":
+                    bar.advance(builds)
+                bar.advance(evals)
+                bar.update(evals, last=f"{label}: {verdict.status.value}")
+
+        rows = run_bench(items, folder, options, build_jobs=jobs, progress=progress)
+        bar.update(builds, completed=len(items))
+    summary = write_reports(rows, folder)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        print_summary(console, rows, folder)
+
+
+def _register_optional_commands() -> None:
+    """Commands of the other products, where installed."""
+    try:
+        from hercules.compile.cli import compile_command, generate_command
+    except ImportError:
+        return
+    main.add_command(generate_command, "generate")
+    main.add_command(compile_command, "compile")
+
+
+_register_optional_commands()
+
+if __name__ == "__main__":
+    main()

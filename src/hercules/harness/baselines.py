@@ -1,0 +1,64 @@
+"""The baselines every candidate is compared with, built inside the reference worker.
+
+eager: the problem's Model as written. compile: ``torch.compile`` with default settings.
+compile_reduce_overhead: ``torch.compile(mode="reduce-overhead")`` (CUDA graphs under Inductor).
+cudagraph: one CUDA graph per input set capturing the eager forward, replayed (GPU only).
+Each is timed by the same ``time_callable`` as candidates, over the same rotated input sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph")
+GPU_ONLY = frozenset({"compile_reduce_overhead", "cudagraph"})
+
+
+def available_baselines(device: torch.device | str) -> tuple[str, ...]:
+    device = torch.device(device)
+    return tuple(b for b in BASELINES if device.type == "cuda" or b not in GPU_ONLY)
+
+
+def _cudagraph(model: torch.nn.Module, sets: Sequence[tuple], device: torch.device) -> Callable[..., Any]:
+    """Capture one graph per input set (its own static buffers); replay the one whose args match."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for args in sets:  # warm-up on a side stream, as graph capture requires
+            model(*args)
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
+    for args in sets:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(*args)
+        graphs[_address_key(args)] = graph
+
+    def replay(*args):
+        # Each input set has its own graph, found by the addresses of its tensors.
+        graphs[_address_key(args)].replay()
+
+    return replay
+
+
+def _address_key(args: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(a.data_ptr() for a in args if isinstance(a, torch.Tensor))
+
+
+def make_baseline(name: str, model: torch.nn.Module, sets: Sequence[tuple], device: torch.device) -> Callable[..., Any]:
+    if name == "eager":
+        return model
+    if name == "compile":
+        return torch.compile(model)
+    if name == "compile_reduce_overhead":
+        if device.type != "cuda":
+            raise RuntimeError("reduce-overhead needs CUDA graphs")
+        return torch.compile(model, mode="reduce-overhead")
+    if name == "cudagraph":
+        if device.type != "cuda":
+            raise RuntimeError("CUDA graphs need a GPU")
+        return _cudagraph(model, sets, device)
+    raise ValueError(f"unknown baseline {name!r}")

@@ -1,0 +1,147 @@
+"""Many evaluations: a resumable run directory, parallel builds, serial GPU measurement.
+
+Layout (SWE-bench style): ``RUN_DIR/<problem>/<candidate>/`` holds ``candidate.py``, ``problem.py``,
+``build.log``, ``reference.log`` and ``verdict.json``; a rerun skips every pair whose verdict file
+exists, so a killed run loses at most the evaluations in flight. Every verdict also goes into
+``RUN_DIR/results.sqlite``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hercules.harness import build as build_mod
+from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device
+from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout
+from hercules.harness.records import Verdict, verdict_from_json
+from hercules.problems.model import Candidate, Problem
+from hercules.store import ResultStore
+
+
+@dataclass(frozen=True)
+class BenchItem:
+    problem: Problem
+    candidate: Candidate
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    item: BenchItem
+    verdict: Verdict
+    resumed: bool
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:120] or "unnamed"
+
+
+def item_dir(run_dir: Path, item: BenchItem) -> Path:
+    return run_dir / slug(item.problem.name) / slug(item.candidate.name)
+
+
+def load_done(path: Path) -> Verdict | None:
+    try:
+        return verdict_from_json(json.loads((path / "verdict.json").read_text()))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def prebuild(items: Sequence[BenchItem], options: EvalOptions, jobs: int,
+             on_done: Callable[[BenchItem, str | None], None] | None = None) -> None:
+    """Compile every candidate that builds native code, in parallel, into the content-keyed cache.
+
+    Importing the candidate module is what triggers its load_inline / load calls; the later
+    evaluation finds the built module in the cache and only loads it.
+    """
+    device = resolve_device(options.device)
+    arch = build_mod.gpu_arch(device)
+
+    def one(item: BenchItem) -> str | None:
+        plan = build_mod.plan_build(item.candidate.code, device, options.cache_dir, arch)
+        if plan.language not in ("cuda", "cpp") or plan.cached or build_mod.needs_missing_device(plan.language, device):
+            return None
+        folder = item_dir(options.artifacts_dir, item) if options.artifacts_dir else None
+        log = (folder or options.cache_dir) / "prebuild.log"
+        worker = Worker.start("candidate", log, env=plan.env, cwd=folder)
+        try:
+            reply = worker.request("import", options.build_timeout_s, code=item.candidate.code,
+                                   path=str((folder or options.cache_dir) / "candidate.py"), device=str(device))
+            return None if reply.get("ok") else reply.get("error")
+        except (WorkerDied, WorkerTimeout) as exc:
+            return str(exc)
+        finally:
+            worker.close()
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {}
+        for item in items:
+            if options.artifacts_dir:
+                item_dir(options.artifacts_dir, item).mkdir(parents=True, exist_ok=True)
+            futures[pool.submit(one, item)] = item
+        for future in as_completed(futures):
+            if on_done:
+                on_done(futures[future], future.result())
+
+
+def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *, build_jobs: int | None = None,
+              eval_jobs: int | None = None, progress: Callable[[str, BenchItem, Verdict | None], None] | None = None,
+              ) -> list[BenchRow]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(options.device)
+    store = ResultStore(run_dir / "results.sqlite")
+    run_id = store.start_run(str(device), build_mod.software_versions(),
+                             {"items": len(items), "trials": options.trials, "budget_s": options.timing_budget_s})
+    rows: list[BenchRow] = []
+    pending: list[BenchItem] = []
+    for item in items:
+        done = load_done(item_dir(run_dir, item))
+        if done is not None:
+            rows.append(BenchRow(item, done, resumed=True))
+            _record(store, run_id, item, done)
+            if progress:
+                progress("resumed", item, done)
+        else:
+            pending.append(item)
+
+    cpus = os.cpu_count() or 1
+    prebuild(pending, replace(options, artifacts_dir=run_dir), build_jobs or cpus,
+             on_done=(lambda item, err: progress("built", item, None)) if progress else None)
+
+    # Measurements are serialised by one lock (trials, timing, baselines); a second evaluation
+    # may start its workers and load its build meanwhile, which does not touch the GPU's clocks.
+    gpu_lock = threading.Lock()
+    jobs = eval_jobs or (2 if device.type == "cuda" else 1)
+
+    def one(item: BenchItem) -> BenchRow:
+        verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=item_dir(run_dir, item)),
+                           gpu_lock=gpu_lock)
+        _record(store, run_id, item, verdict)
+        return BenchRow(item, verdict, resumed=False)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(one, item) for item in pending]
+        for future in as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            if progress:
+                progress("evaluated", row.item, row.verdict)
+    store.finish_run(run_id)
+    store.close()
+    order = {id(item): i for i, item in enumerate(items)}
+    rows.sort(key=lambda r: order.get(id(r.item), 0))
+    return rows
+
+
+def _record(store: ResultStore, run_id: int, item: BenchItem, verdict: Verdict) -> None:
+    problem_id = store.upsert_problem(item.problem)
+    language = verdict.build.language if verdict.build else build_mod.detect_language(item.candidate.code)
+    candidate_id = store.upsert_candidate(problem_id, item.candidate, language)
+    store.record_verdict(run_id, candidate_id, verdict)
+

@@ -1,0 +1,427 @@
+"""The worker process: runs either the trusted reference or one untrusted candidate.
+
+Started by ``hercules.harness.ipc.Worker`` as ``python -m hercules.harness.worker ROLE FD``. It
+answers one request at a time over the pipe on FD. The two roles never share a process: the
+reference's computation, the input generator and the comparison live outside the candidate's
+reach, and the clocks this module reads were bound before any candidate code was imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Bound before any candidate import (see timing.py): the harness keeps its own references.
+from hercules.harness import timing as _timing
+from hercules.harness.integrity import Snapshot
+from hercules.harness.ipc import decode, encode
+
+_perf_counter = time.perf_counter
+
+CUDA_FATAL_MARKERS = (
+    "illegal memory access", "misaligned address", "unspecified launch failure",
+    "device-side assert", "illegal instruction", "CUDA error: an illegal",
+    "cudaErrorIllegalAddress", "CUBLAS_STATUS_EXECUTION_FAILED", "uncorrectable ECC",
+)
+DEVICE_MISSING_MARKERS = (
+    "Torch not compiled with CUDA", "Found no NVIDIA driver", "No CUDA GPUs are available",
+    "CUDA_HOME environment variable is not set", "no CUDA-capable device", "cuda is not available",
+    "Cannot find a working triton installation", "0 active drivers",
+)
+
+
+def classify_exception(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if any(m.lower() in text.lower() for m in CUDA_FATAL_MARKERS):
+        return "crash"
+    if any(m.lower() in text.lower() for m in DEVICE_MISSING_MARKERS):
+        return "device_missing"
+    return "error"
+
+
+def load_module(code: str, path: Path, module_name: str):
+    """Import source from a real file (Triton and tracebacks need one)."""
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+def to_device(values: list[Any], device: torch.device) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        _timing._synchronize(device)
+
+
+class StrictPrecision:
+    """TF32 off while the reference computes the numbers candidates are judged against."""
+
+    def __enter__(self):
+        self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+
+
+def relative_error(value: torch.Tensor, truth: torch.Tensor) -> float:
+    diff = (value.double() - truth.double()).norm().item()
+    scale = truth.double().norm().item()
+    return diff / scale if scale > 0 else diff
+
+
+def build_model(module, class_name: str, init_inputs: list, init_seed: int, device, dtype):
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise LookupError(f"source defines no {class_name}")
+    torch.manual_seed(init_seed)
+    model = cls(*init_inputs)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device)
+        if dtype != torch.float32:
+            model = model.to(dtype)
+        model.eval()
+    return model
+
+
+class ReferenceWorker:
+    """Trusted: the problem's Model, its input factory, baselines and roofline figures."""
+
+    def __init__(self):
+        self.inputs: dict[int, list[Any]] = {}
+
+    def op_setup(self, msg):
+        self.device = torch.device(msg["device"])
+        self.dtype = getattr(torch, msg["dtype"])
+        self.module = load_module(msg["code"], Path(msg["path"]), "hercules_problem")
+        torch.manual_seed(msg["init_seed"])
+        self.init_inputs = list(self.module.get_init_inputs())
+        self.model = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype)
+        try:
+            model64 = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype)
+            self.model64 = model64.to(torch.float64) if isinstance(model64, torch.nn.Module) else None
+        except Exception:  # some modules cannot run in float64; judge against the dtype reference
+            self.model64 = None
+        params = sum(p.numel() * p.element_size() for p in self.model.parameters()) if isinstance(
+            self.model, torch.nn.Module) else 0
+        buffers = sum(b.numel() * b.element_size() for b in self.model.buffers()) if isinstance(
+            self.model, torch.nn.Module) else 0
+        return {"init_inputs": self.init_inputs, "param_bytes": params + buffers}
+
+    def op_inputs(self, msg):
+        torch.manual_seed(msg["seed"])
+        values = list(self.module.get_inputs())
+        values = [v.cpu() if isinstance(v, torch.Tensor) else v for v in values]
+        self.inputs[msg["seed"]] = values
+        return {"inputs": values}
+
+    def op_reference(self, msg):
+        values = to_device(self.inputs[msg["seed"]], self.device)
+        with torch.no_grad(), StrictPrecision():
+            outs = flatten_outputs(self.model(*values))
+            synchronize(self.device)
+            truth = None
+            if self.model64 is not None:
+                try:
+                    upcast = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                              for v in values]
+                    truth = flatten_outputs(self.model64(*upcast))
+                except Exception:
+                    truth = None
+        for o in outs:
+            if not isinstance(o, torch.Tensor):
+                raise TypeError(f"reference returned {type(o).__name__}, not a tensor")
+        specs = [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")} for o in outs]
+        if truth is not None and all(isinstance(t, torch.Tensor) and t.shape == o.shape for t, o in zip(truth, outs)):
+            ref_err = max((relative_error(o, t) for o, t in zip(outs, truth)), default=0.0)
+            expected = [t.cpu() for t in truth]
+            precise = True
+        else:
+            ref_err = None
+            expected = [o.cpu() for o in outs]
+            precise = False
+        return {"outputs": expected, "specs": specs, "ref_err": ref_err, "precise": precise}
+
+    def op_baselines(self, msg):
+        from hercules.harness.baselines import make_baseline
+
+        sets = [tuple(to_device(self.inputs[s], self.device)) for s in msg["seeds"]]
+        results = {}
+        for name in msg["names"]:
+            try:
+                fn = make_baseline(name, self.model, sets, self.device)
+                with torch.no_grad():
+                    result = _timing.time_callable(fn, sets, device=self.device, budget_s=msg["budget_s"],
+                                                   warmup_s=msg["warmup_s"], wall_check=False)
+                results[name] = {"median_ms": result.median_ms, "iqr_ms": result.iqr_ms, "reps": result.reps}
+            except Exception as exc:  # a baseline that cannot run is recorded as missing
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            torch.compiler.reset() if hasattr(torch, "compiler") else None
+        return {"baselines": results}
+
+    def op_roofline(self, msg):
+        from hercules.harness.roofline import count_flops
+
+        values = to_device(self.inputs[msg["seed"]], self.device)
+        with torch.no_grad():
+            flops = count_flops(self.model, values)
+            outs = flatten_outputs(self.model(*values))
+        in_bytes = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+        out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
+        return {"flops": flops, "input_bytes": in_bytes, "output_bytes": out_bytes}
+
+    def op_ceilings(self, msg):
+        from hercules.harness.roofline import measure_ceilings
+
+        return {"ceilings": measure_ceilings(torch.device(msg["device"]))}
+
+
+class CandidateWorker:
+    """Untrusted: imports, builds and runs one candidate; reports what it observed."""
+
+    def __init__(self):
+        self.timing_sets: list[tuple] = []
+        self.trial_sets: list[tuple] = []
+
+    def _warm_up_runtime(self) -> None:
+        # Lazy initialisation inside torch (CUDA context, cuBLAS handles, extension loader) must
+        # happen before the snapshot so that it is not mistaken for tampering.
+        x = torch.randn(64, 64, device=self.device)
+        (x @ x).sum().item()
+        import torch.utils.cpp_extension as _cpp_extension  # noqa: F401
+        try:
+            import triton  # noqa: F401
+            import triton.language  # noqa: F401
+        except Exception:
+            pass
+
+    def op_ping(self, msg):
+        return {}
+
+    def op_import(self, msg):
+        """Import only: module-level load_inline / load calls compile into the build cache."""
+        _force_verbose_extension_builds()
+        start = _perf_counter()
+        load_module(msg["code"], Path(msg["path"]), "hercules_candidate")
+        return {"seconds": _perf_counter() - start}
+
+    def op_build(self, msg):
+        self.device = torch.device(msg["device"])
+        self.dtype = getattr(torch, msg["dtype"])
+        self._warm_up_runtime()
+        _force_verbose_extension_builds()
+        self.snapshot = Snapshot.take()
+        self.path = Path(msg["path"])
+        start = _perf_counter()
+        module = load_module(msg["code"], self.path, "hercules_candidate")
+        self.model = build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"], self.device, self.dtype)
+        synchronize(self.device)
+        return {"seconds": _perf_counter() - start}
+
+    def _poison(self, specs) -> None:
+        """Fill the allocator's free blocks with NaN so an output the candidate never wrote shows."""
+        blocks = []
+        for spec in specs or ():
+            dtype = getattr(torch, spec["dtype"])
+            t = torch.empty(spec["shape"], dtype=dtype, device=self.device)
+            t.fill_(float("nan") if dtype.is_floating_point else -1)
+            blocks.append(t)
+        del blocks
+
+    def op_run(self, msg):
+        values = to_device(list(msg["inputs"]), self.device)
+        pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+        self._poison(msg["specs"])
+        swallowed: list[str] = []
+        tracer = _ExceptionTracer(str(self.path)) if msg.get("trace") else None
+        with torch.no_grad():
+            if tracer:
+                sys.settrace(tracer)
+            try:
+                out = self.model(*values)
+            finally:
+                if tracer:
+                    sys.settrace(None)
+            synchronize(self.device)
+        if tracer:
+            swallowed = tracer.events
+        outs = flatten_outputs(out)
+        plain, types = _package_outputs(outs)
+        aliases = any(_shares_storage(o, v) for o in outs if type(o) is torch.Tensor
+                      for v in values if isinstance(v, torch.Tensor))
+        mutated = any(not _same(v, p) for v, p in zip(values, pristine) if isinstance(v, torch.Tensor))
+        self.trial_sets.append(tuple(pristine))
+        return {"outputs": plain, "types": types, "aliases": aliases, "mutated": mutated,
+                "swallowed": swallowed[:10]}
+
+    def _prepare_timing_sets(self, min_bytes: int, max_sets: int) -> None:
+        sets = list(self.trial_sets)
+        per_set = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, torch.Tensor))
+        while len(sets) < max_sets and per_set * len(sets) < min_bytes:
+            source = sets[len(sets) % len(self.trial_sets)]
+            sets.append(tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in source))
+        self.timing_sets = sets
+
+    def op_time(self, msg):
+        min_bytes = 2 * _timing.L2_FLUSH_BYTES if self.device.type == "cuda" else 0
+        self._prepare_timing_sets(min_bytes, msg.get("max_sets", 16))
+        with torch.no_grad():
+            result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
+                                           budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
+                                           wall_check=True)
+        return {"timing": result.__dict__}
+
+    def op_burst(self, msg):
+        with torch.no_grad():
+            per_call = _timing.wall_per_call_ms(self.model, self.timing_sets, self.device, msg["calls"])
+        return {"wall_ms": per_call}
+
+    def op_revalidate(self, msg):
+        """Write fresh values into the very buffers used during timing, then run again."""
+        results = []
+        with torch.no_grad():
+            for index, values in enumerate(msg["inputs"]):
+                target = self.timing_sets[index % len(self.timing_sets)]
+                for dst, src in zip(target, values):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src.to(dst.device))
+                self._poison(msg["specs"])
+                outs = flatten_outputs(self.model(*target))
+                synchronize(self.device)
+                results.append(_package_outputs(outs))
+        return {"outputs": [r[0] for r in results], "types": [r[1] for r in results]}
+
+    def op_integrity(self, msg):
+        return {
+            "patched": self.snapshot.changed_attributes(),
+            "settings": self.snapshot.changed_settings(),
+            "threads": self.snapshot.new_threads(),
+        }
+
+
+class _ExceptionTracer:
+    """Records exceptions that pass through the candidate's own frames during one forward call."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.events: list[str] = []
+
+    def __call__(self, frame, event, arg):
+        if frame.f_code.co_filename != self.filename:
+            return None
+        return self._local
+
+    def _local(self, frame, event, arg):
+        if event == "exception":
+            exc_type, exc, _ = arg
+            self.events.append(f"line {frame.f_lineno}: {exc_type.__name__}: {exc}"[:300])
+        return self._local
+
+
+def _package_outputs(outs: list[Any]) -> tuple[list[torch.Tensor | None], list[str]]:
+    """CPU copies of plain tensors; anything else (a subclass included) is sent as None: converting
+    a subclass would run its code, and the parent must judge it without that."""
+    plain = [o.detach().cpu().clone() if type(o) is torch.Tensor else None for o in outs]
+    return plain, [_type_name(o) for o in outs]
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    if cls is torch.Tensor:
+        return "torch.Tensor"
+    prefix = "subclass:" if isinstance(value, torch.Tensor) else ""
+    return f"{prefix}{cls.__module__}.{cls.__qualname__}"
+
+
+def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    try:
+        sa, sb = a.untyped_storage(), b.untyped_storage()
+    except Exception:
+        return False
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(a, b)) or bool(torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)))
+
+
+def _force_verbose_extension_builds() -> None:
+    """Build logs must be kept, so make load_inline / load print the compiler's output."""
+    import torch.utils.cpp_extension as ext
+
+    for name in ("load_inline", "load"):
+        original = getattr(ext, name)
+
+        def verbose(*args, _original=original, **kwargs):
+            kwargs["verbose"] = True
+            return _original(*args, **kwargs)
+
+        setattr(ext, name, verbose)
+
+
+ROLES: dict[str, Callable[[], Any]] = {"reference": ReferenceWorker, "candidate": CandidateWorker}
+
+
+def serve(role: str, conn: Connection) -> None:
+    handler = ROLES[role]()
+    while True:
+        try:
+            msg = decode(conn.recv_bytes())
+        except EOFError:
+            return
+        op = msg.get("op")
+        if op == "exit":
+            return
+        start = _perf_counter()
+        try:
+            reply = getattr(handler, f"op_{op}")(msg)
+            reply["ok"] = True
+        except BaseException as exc:  # the verdict decides what an exception means
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            reply = {"ok": False, "kind": classify_exception(exc),
+                     "error": f"{type(exc).__name__}: {exc}"[:2000],
+                     "traceback": traceback.format_exc()[-4000:]}
+            traceback.print_exc()
+        reply["worker_seconds"] = _perf_counter() - start
+        conn.send_bytes(encode(reply))
+
+
+def main() -> None:
+    role, fd = sys.argv[1], int(sys.argv[2])
+    conn = Connection(fd)
+    try:
+        serve(role, conn)
+    finally:
+        sys.stdout.flush()
+        os._exit(0)  # skip interpreter teardown: a candidate's atexit hooks must not run after us
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""What ``hercules bench`` evaluates and what it writes when done."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hercules.harness.batch import BenchItem, BenchRow
+from hercules.harness.build import software_versions
+from hercules.problems.loaders import load_source
+from hercules.problems.model import Candidate, Problem, ProblemFormatError
+from hercules.report import formatting as fmt
+from hercules.report.html import write_html
+from hercules.report.markdown import render_markdown
+from hercules.report.stats import Row, summarize
+from hercules.suite.catalog import suite_candidate_paths, suite_problem_paths
+
+
+def _candidates_in(folder: Path, problem: str) -> list[Candidate]:
+    return [Candidate(name=p.stem, code=p.read_text(), source=str(p), problem=problem)
+            for p in sorted((folder / problem).glob("*.py"))]
+
+
+def collect_items(sources: Sequence[str], candidates_dir: str | None, name_filter: str | None) -> list[BenchItem]:
+    """Problems x candidates. No sources: the built-in suite and its example candidates."""
+    items: list[BenchItem] = []
+    if not sources:
+        for path in suite_problem_paths():
+            problem = load_source(path).problems[0]
+            for file in suite_candidate_paths(problem.name):
+                items.append(BenchItem(problem, Candidate(file.stem, file.read_text(), str(file), problem.name)))
+    for source in sources:
+        loaded = load_source(source)
+        by_name: dict[str, Problem] = {p.name: p for p in loaded.problems}
+        for candidate in loaded.candidates:
+            if candidate.problem in by_name:
+                items.append(BenchItem(by_name[candidate.problem], candidate))
+        if candidates_dir:
+            folder = Path(candidates_dir)
+            if not folder.is_dir():
+                raise ProblemFormatError(f"{candidates_dir}: no such candidates folder")
+            for problem in loaded.problems:
+                items.extend(BenchItem(problem, c) for c in _candidates_in(folder, problem.name))
+    if name_filter:
+        items = [i for i in items if name_filter in i.problem.name]
+    return items
+
+
+def as_rows(rows: Sequence[BenchRow]) -> list[Row]:
+    return [(r.item.problem.name, r.item.problem.level, r.item.candidate.name, r.verdict) for r in rows]
+
+
+def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
+    table = as_rows(rows)
+    summary = summarize(table)
+    devices = sorted({r.verdict.device for r in rows})
+    meta = {"run folder": str(run_dir), "device": ", ".join(devices), **software_versions()}
+    (run_dir / "summary.md").write_text(render_markdown(summary, table, title=f"Hercules bench: {run_dir.name}"))
+    write_html(run_dir / "report.html", summary, table, title=f"Hercules bench: {run_dir.name}", meta=meta)
+    data = {
+        "run_dir": str(run_dir),
+        "evaluations": summary.n_rows,
+        "ok": summary.n_ok,
+        "correctness_rate": summary.correctness_rate,
+        "fast_p_eager": {str(p): v for p, v in summary.fast_eager},
+        "fast_p_best": {str(p): v for p, v in summary.fast_best},
+        "speedup_eager": summary.eager.__dict__,
+        "speedup_best": summary.best.__dict__,
+        "statuses": dict(summary.status_counts),
+        "flags": dict(summary.flag_counts),
+        "report_html": str(run_dir / "report.html"),
+        "summary_md": str(run_dir / "summary.md"),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(data, indent=1))
+    return data
+
+
+def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> None:
+    table = Table(title="Hercules bench")
+    for column in ("problem", "candidate", "status", "ms", "vs eager", "vs compile", "vs reduce-ovh",
+                   "vs cudagraph", "vs best", "SOL", "flags"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        v = r.verdict
+        s = v.speedup
+        table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, fmt.ms(v.cand_ms),
+                      fmt.speedup(s.eager), fmt.speedup(s.compile), fmt.speedup(s.compile_reduce_overhead),
+                      fmt.speedup(s.cudagraph), fmt.speedup(s.best),
+                      f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-", ", ".join(v.flags))
+    console.print(table)
+    summary = summarize(as_rows(rows))
+    console.print(f"correct: {fmt.rate(summary.correctness_rate)}   "
+                  + "   ".join(f"fast_{fmt.p_label(p)}: {fmt.rate(e)} (eager) {fmt.rate(b)} (best)"
+                             for (p, e), (_, b) in zip(summary.fast_eager, summary.fast_best)))
+    console.print(f"speedup vs eager: mean {fmt.speedup(summary.eager.mean)}, median {fmt.speedup(summary.eager.median)}, "
+                  f"geomean {fmt.speedup(summary.eager.geomean)};  vs best: geomean {fmt.speedup(summary.best.geomean)}")
+    console.print(f"reports: {run_dir / 'report.html'}  {run_dir / 'summary.md'}  store: {run_dir / 'results.sqlite'}")
