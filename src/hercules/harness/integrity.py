@@ -58,12 +58,13 @@ def _is_watched(name: str, value: Any) -> bool:
     return not name.startswith("_")
 
 
-def _identity_map(namespace: Any) -> dict[str, int]:
+def _identity_map(namespace: Any, private_too: bool = False) -> dict[str, int]:
     try:
         items = list(vars(namespace).items())
     except TypeError:
         return {}
-    return {name: id(value) for name, value in items if _is_watched(name, value)}
+    return {name: id(value) for name, value in items
+            if _is_watched(name, value) or (private_too and callable(value))}
 
 
 def _global_settings() -> dict[str, Any]:
@@ -111,7 +112,7 @@ class Snapshot:
     def take(cls) -> "Snapshot":
         namespaces = _watched_namespaces()
         return cls(
-            attributes={name: _identity_map(ns) for name, ns in namespaces.items()},
+            attributes={name: _identity_map(ns, name.startswith("hercules.")) for name, ns in namespaces.items()},
             settings=_global_settings(),
             threads=_thread_ids(),
         )
@@ -120,7 +121,7 @@ class Snapshot:
         changed = []
         namespaces = _watched_namespaces()
         for name, before in self.attributes.items():
-            after = _identity_map(namespaces.get(name)) if name in namespaces else {}
+            after = _identity_map(namespaces[name], name.startswith("hercules.")) if name in namespaces else {}
             for attr, ident in before.items():
                 if attr in ("__dict__", "__weakref__") or attr.startswith("_ctypes"):
                     continue

@@ -1,0 +1,115 @@
+"""Build-and-evaluate throughput: N distinct load_inline candidates, end to end, builds included.
+
+    python benchmarks/throughput.py [--count 50] [--run-dir /tmp/throughput]
+
+Each candidate is a CUDA Mish kernel (the suite's mish_fp32 problem) with its own extension name
+and block size, so every one has its own content hash and is compiled from scratch into an empty cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from hercules.harness.batch import BenchItem, run_bench
+from hercules.harness.evaluate import EvalOptions
+from hercules.problems.loaders import load_source
+from hercules.problems.model import Candidate
+from hercules.suite.catalog import suite_dir
+
+PROBLEM = "mish_fp32"
+
+
+KERNEL = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void mish_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long stride = (long)gridDim.x * blockDim.x;
+    for (; i < n; i += stride) {
+        float v = x[i];
+        float sp = v > 20.f ? v : log1pf(expf(v));
+        y[i] = v * tanhf(sp) * SCALE;
+    }
+}
+
+torch::Tensor mish(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32);
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    int blocks = (int)std::min<long>((n + BLOCK - 1) / BLOCK, 132L * 16);
+    mish_kernel<<<blocks, BLOCK, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+"""
+
+TEMPLATE = """
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(
+    name="throughput_mish_{index}",
+    cpp_sources="torch::Tensor mish(torch::Tensor x);",
+    cuda_sources={kernel!r},
+    functions=["mish"],
+    extra_cuda_cflags=["-O3", "-DBLOCK={block}", "-DSCALE=1.0f"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return _ext.mish(x.contiguous())
+"""
+
+
+def variants(count: int) -> list[Candidate]:
+    """Distinct sources (unique extension names, four block sizes): each compiles from scratch."""
+    return [
+        Candidate(name=f"variant_{i:02d}", code=TEMPLATE.format(index=i, kernel=KERNEL, block=(128, 256, 512, 1024)[i % 4]),
+                  source=f"throughput#{i}", problem=PROBLEM)
+        for i in range(count)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=50)
+    parser.add_argument("--run-dir", default=None)
+    parser.add_argument("--jobs", type=int, default=None)
+    args = parser.parse_args()
+    problem = load_source(suite_dir() / "problems" / f"{PROBLEM}.py").problems[0]
+    items = [BenchItem(problem, c) for c in variants(args.count)]
+    run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="hercules-throughput-"))
+    cache = Path(tempfile.mkdtemp(prefix="hercules-cache-"))  # empty: every build is a real compile
+    options = replace(EvalOptions(device="auto", baselines=("eager",)), cache_dir=cache)
+    start = time.perf_counter()
+    rows = run_bench(items, run_dir, options, build_jobs=args.jobs)
+    total = time.perf_counter() - start
+    builds = []
+    for row in rows:
+        record = run_dir / PROBLEM / row.item.candidate.name / "prebuild.json"
+        if record.exists():
+            builds.append(json.loads(record.read_text())["seconds"])
+    statuses = {}
+    for row in rows:
+        statuses[row.verdict.status.value] = statuses.get(row.verdict.status.value, 0) + 1
+    print(f"{len(rows)} candidates end to end in {total:.1f} s ({total / 60:.2f} min); statuses {statuses}")
+    if builds:
+        print(f"per-candidate build (parallel, wall per build): median {statistics.median(builds):.1f} s, "
+              f"min {min(builds):.1f} s, max {max(builds):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

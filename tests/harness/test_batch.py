@@ -1,0 +1,57 @@
+"""Batch runs: run folder, resume after a kill, SQLite store, reports."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hercules.harness.batch import BenchItem, item_dir, run_bench
+from hercules.harness.evaluate import EvalOptions
+from hercules.harness.records import Status
+from hercules.problems.loaders import load_source
+from hercules.problems.model import Candidate
+from hercules.report.bench import write_reports
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GOOD = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+"""
+
+
+def test_bench_writes_folder_store_and_reports_and_resumes(tmp_path):
+    problem = load_source(FIXTURES / "scale_relu.py").problems[0]
+    items = [BenchItem(problem, Candidate("good", GOOD, "test")),
+             BenchItem(problem, Candidate("wrong", GOOD.replace("* 2", "* 3"), "test"))]
+    options = EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01,
+                          cache_dir=tmp_path / "cache")
+    run_dir = tmp_path / "run"
+    events = []
+    rows = run_bench(items, run_dir, options, progress=lambda e, item, v: events.append((e, item.candidate.name)))
+    assert [r.verdict.status for r in rows] == [Status.OK, Status.INCORRECT]
+    for item in items:
+        folder = item_dir(run_dir, item)
+        assert (folder / "verdict.json").exists() and (folder / "candidate.py").exists()
+    assert ("evaluated", "good") in events
+
+    # A rerun (as after a kill) evaluates nothing again and keeps the verdicts.
+    stamp = (item_dir(run_dir, items[0]) / "verdict.json").stat().st_mtime_ns
+    again = run_bench(items, run_dir, options)
+    assert all(r.resumed for r in again)
+    assert [r.verdict.status for r in again] == [Status.OK, Status.INCORRECT]
+    assert (item_dir(run_dir, items[0]) / "verdict.json").stat().st_mtime_ns == stamp
+
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        statuses = sorted(s for (s,) in db.execute("select status from verdicts"))
+    assert statuses == ["incorrect", "incorrect", "ok", "ok"]  # two runs, two verdicts each
+
+    summary = write_reports(again, run_dir)
+    assert summary["evaluations"] == 2 and summary["correctness_rate"] == 0.5
+    assert (run_dir / "report.html").read_text().count("<img") >= 2
+    assert "fast_" in (run_dir / "summary.md").read_text()

@@ -1,0 +1,141 @@
+"""End-to-end evaluations on the CPU through real worker processes (no mocks)."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hercules.harness.evaluate import EvalOptions, evaluate
+from hercules.harness.records import Status
+from hercules.problems.loaders import load_source
+from hercules.problems.model import Candidate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HEADER = "import torch\nimport torch.nn as nn\n"
+INIT = """
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+"""
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return load_source(FIXTURES / "scale_relu.py").problems[0]
+
+
+@pytest.fixture
+def options(tmp_path):
+    return EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01,
+                       run_timeout_s=60, cache_dir=tmp_path / "cache")
+
+
+def candidate(body: str, name: str = "c") -> Candidate:
+    return Candidate(name=name, code=HEADER + INIT + textwrap.indent(textwrap.dedent(body), "    "), source="test")
+
+
+def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            print("candidates may print; the verdict is not on their stdout")
+            return torch.relu(self.lin(x)).mul(2.0)
+    """), replace(options, artifacts_dir=tmp_path / "artifacts"))
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.flags == ()
+    assert verdict.correct and verdict.rel_err < 1e-5
+    assert verdict.cand_ms > 0 and verdict.ref_ms > 0
+    assert verdict.speedup.eager == pytest.approx(verdict.ref_ms / verdict.cand_ms)
+    assert verdict.speedup.best == verdict.speedup.eager
+    assert verdict.speedup.cudagraph is None  # not measured on CPU
+    assert 0 < verdict.sol_fraction
+    assert verdict.timing.method == "perf_counter" and verdict.timing.reps >= 5
+    assert (tmp_path / "artifacts" / "verdict.json").exists()
+    assert "candidates may print" in (tmp_path / "artifacts" / "build.log").read_text()
+
+
+def test_wrong_values_are_incorrect(problem, options):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            return torch.relu(self.lin(x)) * 2.01
+    """), options)
+    assert verdict.status is Status.INCORRECT
+    assert not verdict.correct and "outside" in verdict.error
+
+
+def test_wrong_shape_is_incorrect(problem, options):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            return (torch.relu(self.lin(x)) * 2)[:, :-1]
+    """), options)
+    assert verdict.status is Status.INCORRECT
+    assert "shape_mismatch" in verdict.flags
+
+
+def test_exception_in_forward_is_runtime_error(problem, options):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            raise ValueError("kernel launch failed")
+    """), options)
+    assert verdict.status is Status.RUNTIME_ERROR
+    assert "kernel launch failed" in verdict.error
+
+
+def test_hard_exit_is_crash_and_parent_goes_on(problem, options):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            import os
+            os._exit(3)
+    """), options)
+    assert verdict.status is Status.CRASH
+    assert "status 3" in verdict.error
+
+
+def test_segfault_is_crash(problem, options):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            import ctypes
+            return ctypes.string_at(0)
+    """), options)
+    assert verdict.status is Status.CRASH
+    assert "SIGSEGV" in verdict.error
+
+
+def test_hang_is_timeout(problem, options):
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            while True:
+                pass
+    """), replace(options, run_timeout_s=5))
+    assert verdict.status is Status.TIMEOUT
+
+
+def test_syntax_error_and_missing_model_new_are_build_errors(problem, options):
+    broken = Candidate(name="b", code="def oops(:\n", source="test")
+    assert evaluate(problem, broken, options).status is Status.BUILD_ERROR
+    nothing = Candidate(name="n", code="import torch\nclass Other: pass\n", source="test")
+    verdict = evaluate(problem, nothing, options)
+    assert verdict.status is Status.BUILD_ERROR and "ModelNew" in verdict.error
+
+
+def test_cuda_candidate_on_cpu_is_skipped(problem, options):
+    code = HEADER + "from torch.utils.cpp_extension import load_inline\n" \
+        "ext = load_inline(name='x', cpp_sources='', cuda_sources='__global__ void k() {}')\n" + INIT
+    verdict = evaluate(problem, Candidate(name="cu", code=code, source="test"), options)
+    assert verdict.status is Status.SKIPPED
+    assert "CUDA" in verdict.error
+
+
+def test_candidate_cannot_reach_reference_or_seeds(problem, options):
+    """The candidate process holds neither the problem module nor the reference outputs."""
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            import sys
+            assert "hercules_problem" not in sys.modules
+            assert not any("get_inputs" in vars(m) for m in list(sys.modules.values()) if m is not None)
+            return torch.relu(self.lin(x)) * 2
+    """), options)
+    assert verdict.status in (Status.OK, Status.SUSPICIOUS), verdict.error

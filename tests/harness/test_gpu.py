@@ -1,0 +1,124 @@
+"""GPU-only evaluations: CUDA events, side streams, illegal memory access, CUDA-graph baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hercules.harness.evaluate import EvalOptions, evaluate
+from hercules.harness.records import Status
+from hercules.problems.loaders import load_source
+from hercules.problems.model import Candidate
+
+pytestmark = pytest.mark.gpu
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+ELEMENTWISE = '''
+import torch
+import torch.nn as nn
+
+HERCULES = {"level": 1, "dtype": "float32"}
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * x + 1.0
+
+def get_inputs():
+    return [torch.randn(4096, 8192)]
+
+def get_init_inputs():
+    return []
+'''
+
+CUDA_KERNEL = r'''
+#include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void k(const float* x, float* y, long n, long offset) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i + offset]; y[i] = tanhf(v) * v + 1.0f; }
+}
+torch::Tensor run(torch::Tensor x, int64_t offset) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    k<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, offset);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+'''
+
+
+def cuda_candidate(name: str, offset: int) -> Candidate:
+    code = f'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(name="{name}", cpp_sources="torch::Tensor run(torch::Tensor x, int64_t offset);",
+                  cuda_sources={CUDA_KERNEL!r}, functions=["run"], extra_cuda_cflags=["-O3"])
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.run(x.contiguous(), {offset})
+'''
+    return Candidate(name=name, code=code, source="test")
+
+
+SIDE_STREAM = '''
+import torch
+import torch.nn as nn
+_stream = None
+class ModelNew(nn.Module):
+    def forward(self, x):
+        global _stream
+        if _stream is None:
+            _stream = torch.cuda.Stream()
+        out = torch.empty_like(x)
+        _stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(_stream):
+            for _ in range(20):  # the real work, invisible to events on the current stream
+                torch.mul(torch.tanh(x), x, out=out)
+            out.add_(1.0)
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def problem(tmp_path_factory):
+    path = tmp_path_factory.mktemp("p") / "tanh_mul.py"
+    path.write_text(ELEMENTWISE)
+    return load_source(path).problems[0]
+
+
+@pytest.fixture
+def options(tmp_path):
+    return EvalOptions(device="cuda", cache_dir=tmp_path / "cache")
+
+
+def test_honest_cuda_candidate_is_ok_against_every_baseline(problem, options):
+    verdict = evaluate(problem, cuda_candidate("gpu_test_ok", 0), options)
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.timing.method == "cuda_events" and verdict.timing.l2_flushed
+    for name in ("eager", "compile", "compile_reduce_overhead", "cudagraph"):
+        assert verdict.baselines_ms[name] is not None, name
+        assert getattr(verdict.speedup, name) > 0
+    assert 0 < verdict.sol_fraction <= 1.2
+
+
+def test_side_stream_candidate_is_caught(problem, options):
+    verdict = evaluate(problem, Candidate("side_stream", SIDE_STREAM, "test"), options)
+    assert verdict.status is Status.SUSPICIOUS
+    assert "side_stream" in verdict.flags
+
+
+def test_side_stream_is_caught_by_the_clock_alone(problem, options, monkeypatch):
+    """Without the static finding, the wall-clock cross-check still sees the hidden work."""
+    import hercules.harness.static_scan as scan
+
+    monkeypatch.setattr(scan, "scan_candidate", lambda code, dtype="float32": [])
+    verdict = evaluate(problem, Candidate("side_stream", SIDE_STREAM, "test"), options)
+    assert "side_stream" in verdict.flags, verdict.error
+
+
+def test_illegal_memory_access_is_a_crash(problem, options):
+    verdict = evaluate(problem, cuda_candidate("gpu_test_oob", 1 << 40), options)
+    assert verdict.status is Status.CRASH, verdict.error

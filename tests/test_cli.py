@@ -1,0 +1,88 @@
+"""The command line as a user runs it: real subprocesses, stdout parsed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+PRINTING_CANDIDATE = '''
+import sys
+import torch
+import torch.nn as nn
+
+print('{"status": "ok", "forged": true}')
+sys.stdout.write("noise on stdout\\n")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        print('{"status": "ok"}')
+        return torch.relu(self.lin(x)) * 2
+'''
+
+
+def hercules(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-m", "hercules.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)
+
+
+def test_eval_json_is_exactly_one_object_even_when_the_candidate_prints(tmp_path):
+    candidate = tmp_path / "printing.py"
+    candidate.write_text(PRINTING_CANDIDATE)
+    result = hercules("eval", "--problem", str(FIXTURES / "scale_relu.py"), "--candidate", str(candidate),
+                      "--device", "cpu", "--baselines", "eager", "--budget", "0.05", "--json",
+                      "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)  # raises if anything else is on stdout
+    assert verdict["status"] == "ok"
+    assert "forged" not in verdict
+    for key in ("status", "correct", "flags", "error", "max_abs_err", "rel_err", "ref_ms", "cand_ms",
+                "speedup", "sol_fraction"):
+        assert key in verdict
+    assert set(verdict["speedup"]) >= {"eager", "compile", "compile_reduce_overhead", "cudagraph", "best"}
+
+
+@pytest.mark.parametrize("problem,candidate,message", [
+    ("missing.py", "scale_relu.py", "missing.py"),
+    ("scale_relu.py", "missing_candidate.py", "missing_candidate.py"),
+])
+def test_unusable_inputs_exit_nonzero_with_one_line(problem, candidate, message):
+    result = hercules("eval", "--problem", str(FIXTURES / problem), "--candidate", str(FIXTURES / candidate), "--json")
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_problem_without_model_is_refused(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n")
+    result = hercules("eval", "--problem", str(bad), "--candidate", str(FIXTURES / "scale_relu.py"), "--json")
+    assert result.returncode == 2
+    assert "Model" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_list_json_on_the_built_in_suite():
+    result = hercules("list", str(ROOT / "src" / "hercules" / "suite" / "problems"), "--json")
+    assert result.returncode == 0, result.stderr
+    problems = json.loads(result.stdout)
+    assert len(problems) >= 12
+    assert all({"name", "level", "source"} <= set(p) for p in problems)
+    assert {p["dtype"] for p in problems} >= {"float32", "bfloat16"}
+
+
+def test_help_has_examples():
+    result = hercules("eval", "--help")
+    assert result.returncode == 0 and "Examples" in result.stdout
