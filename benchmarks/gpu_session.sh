@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput.
+# Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
+# Writes logs and reports under $OUT (at most 8 files come back).
+set -uo pipefail
+STAGES=${1:-"tests suite"}
+OUT=${OUT:-/tmp/hercules-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 HERCULES_CACHE_DIR=/tmp/hercules-cache
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+for stage in $STAGES; do
+  echo "=== $stage $(date +%T)"
+  case $stage in
+    tests)
+      python3 -m pytest -q -x -m gpu tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    cputests)
+      python3 -m pytest -q tests/harness tests/test_cli.py 2>&1 | tee "$OUT/harness_tests.log" | tail -15 ;;
+    adversarial)
+      python3 -m pytest -q tests/test_adversarial_corpus.py 2>&1 | tee "$OUT/adversarial.log" | tail -15 ;;
+    suite)
+      python3 -m hercules.cli bench --run-dir /tmp/suite-run --device cuda > "$OUT/suite.log" 2>&1
+      tail -45 "$OUT/suite.log"
+      cp /tmp/suite-run/summary.md /tmp/suite-run/report.html /tmp/suite-run/summary.json "$OUT/" 2>/dev/null
+      tar czf "$OUT/suite-logs.tgz" -C /tmp/suite-run --exclude '*.so' --exclude '*.o' . 2>/dev/null ;;
+    fidelity)
+      python3 benchmarks/fidelity.py --problem src/hercules/suite/problems/${FIDELITY_PROBLEM:-mish_fp32}.py \
+        --candidate ${FIDELITY_CANDIDATE:-src/hercules/suite/candidates/mish_fp32/triton_fused.py} --device cuda 2>&1 | tee "$OUT/fidelity.log" ;;
+    throughput)
+      python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput 2>&1 | tee "$OUT/throughput.log" | tail -5 ;;
+  esac
+done
+echo "=== done $(date +%T)"
