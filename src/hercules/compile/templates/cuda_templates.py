@@ -1,0 +1,620 @@
+"""CUDA C++ kernel templates, compiled at run time with load_inline.
+
+Each template is a ``string.Template`` source with its parameters (threads, vector width, split
+count, ...) and the region's fixed sizes substituted as compile-time constants; ``${ID}`` makes
+the names of one parameter point unique so several points share one module (one nvcc run).
+
+Numerics: fp32 accumulation everywhere, and the reference's rounding points are reproduced
+(``static_cast<T>`` where PyTorch rounds to the model dtype), so results track the PyTorch
+reference closely in bf16/fp16.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from string import Template as S
+from typing import Any
+
+import torch
+
+from ..regions import Region, dtype_from_name
+from . import cuda_build
+from .base import Candidate, Requirements, Template, grid
+
+# ---------------------------------------------------------------------------------------------
+# sources
+
+ADD_RMSNORM = S(r"""
+namespace hercules_k {
+__global__ void __launch_bounds__(${THREADS}) add_rmsnorm_k_${ID}(
+    const ${T}* __restrict__ x, const ${T}* __restrict__ r, const ${T}* __restrict__ w,
+    ${T}* __restrict__ out, ${T}* __restrict__ rout,
+    int64_t sx, int64_t sr, int64_t so, int64_t sro, int n, float eps) {
+  using T = ${T};
+  constexpr int THREADS = ${THREADS};
+  constexpr int VEC = ${VEC};
+  constexpr int ITEMS = ${ITEMS};
+  using V = Vec<T, VEC>;
+  const int row = blockIdx.x;
+  const T* xr = x + row * sx;
+  const T* rr = r + row * sr;
+  T* orow = out + row * so;
+  T* rorow = rout + row * sro;
+  float hv[ITEMS][VEC];
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int col = (i * THREADS + static_cast<int>(threadIdx.x)) * VEC;
+    if (col < n) {
+      const V xv = *reinterpret_cast<const V*>(xr + col);
+      const V rv = *reinterpret_cast<const V*>(rr + col);
+      V hvec;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const T h = static_cast<T>(static_cast<float>(rv.v[j]) + static_cast<float>(xv.v[j]));
+        hvec.v[j] = h;
+        const float hf = static_cast<float>(h);
+        hv[i][j] = hf;
+        ss += hf * hf;
+      }
+      *reinterpret_cast<V*>(rorow + col) = hvec;
+    }
+  }
+  ss = block_sum<THREADS>(ss);
+  const float rstd = rsqrtf(ss / static_cast<float>(n) + eps);
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int col = (i * THREADS + static_cast<int>(threadIdx.x)) * VEC;
+    if (col < n) {
+      const V wv = *reinterpret_cast<const V*>(w + col);
+      V ov;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const T nrm = static_cast<T>(hv[i][j] * rstd);
+        ov.v[j] = static_cast<T>(static_cast<float>(wv.v[j]) * static_cast<float>(nrm));
+      }
+      *reinterpret_cast<V*>(orow + col) = ov;
+    }
+  }
+}
+}  // namespace hercules_k
+
+std::vector<at::Tensor> add_rmsnorm_${ID}(at::Tensor x, at::Tensor r, at::Tensor w, double eps) {
+  using T = ${T};
+  constexpr int VEC = ${VEC};
+  TORCH_CHECK(x.is_cuda() && x.dim() == 2 && r.dim() == 2 && w.dim() == 1, "add_rmsnorm: expects x[B,H], r[B,H], w[H] on CUDA");
+  TORCH_CHECK(x.scalar_type() == ${ST} && r.scalar_type() == ${ST} && w.scalar_type() == ${ST}, "add_rmsnorm: dtype mismatch");
+  TORCH_CHECK(x.size(1) == ${N} && r.size(1) == ${N} && w.size(0) == ${N}, "add_rmsnorm: built for hidden size ${N}");
+  TORCH_CHECK(x.stride(1) == 1 && r.stride(1) == 1 && w.is_contiguous(), "add_rmsnorm: last dim must be contiguous");
+  TORCH_CHECK(x.stride(0) % VEC == 0 && r.stride(0) % VEC == 0, "add_rmsnorm: row stride not a multiple of VEC");
+  TORCH_CHECK(hercules_k::aligned_to(x.data_ptr(), VEC * sizeof(T)) && hercules_k::aligned_to(r.data_ptr(), VEC * sizeof(T)) &&
+              hercules_k::aligned_to(w.data_ptr(), VEC * sizeof(T)), "add_rmsnorm: misaligned pointer");
+  const int64_t B = x.size(0);
+  auto out = at::empty({B, ${N}}, x.options());
+  auto rout = at::empty({B, ${N}}, x.options());
+  if (B == 0) return {out, rout};
+  const c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  hercules_k::add_rmsnorm_k_${ID}<<<static_cast<unsigned>(B), ${THREADS}, 0, stream>>>(
+      x.data_ptr<T>(), r.data_ptr<T>(), w.data_ptr<T>(), out.data_ptr<T>(), rout.data_ptr<T>(),
+      x.stride(0), r.stride(0), out.stride(0), rout.stride(0), ${N}, static_cast<float>(eps));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out, rout};
+}
+""")
+
+SILU_MUL = S(r"""
+namespace hercules_k {
+__global__ void __launch_bounds__(${THREADS}) silu_mul_k_${ID}(
+    const ${T}* __restrict__ gu, ${T}* __restrict__ out, int64_t sg, int64_t so, int inter) {
+  using T = ${T};
+  constexpr int THREADS = ${THREADS};
+  constexpr int VEC = ${VEC};
+  using V = Vec<T, VEC>;
+  const int row = blockIdx.y;
+  const int col = (static_cast<int>(blockIdx.x) * THREADS + static_cast<int>(threadIdx.x)) * VEC;
+  if (col >= inter) return;
+  const V gv = *reinterpret_cast<const V*>(gu + row * sg + col);
+  const V uv = *reinterpret_cast<const V*>(gu + row * sg + inter + col);
+  V ov;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const float g = static_cast<float>(gv.v[j]);
+    const T s = static_cast<T>(g / (1.f + ${EXP}(-g)));
+    ov.v[j] = static_cast<T>(static_cast<float>(s) * static_cast<float>(uv.v[j]));
+  }
+  *reinterpret_cast<V*>(out + row * so + col) = ov;
+}
+}  // namespace hercules_k
+
+at::Tensor silu_mul_${ID}(at::Tensor gu) {
+  using T = ${T};
+  constexpr int VEC = ${VEC};
+  TORCH_CHECK(gu.is_cuda() && gu.dim() == 2 && gu.size(1) == 2 * ${I}, "silu_mul: expects gu[B, 2*${I}] on CUDA");
+  TORCH_CHECK(gu.scalar_type() == ${ST}, "silu_mul: dtype mismatch");
+  TORCH_CHECK(gu.stride(1) == 1 && gu.stride(0) % VEC == 0, "silu_mul: layout");
+  TORCH_CHECK(hercules_k::aligned_to(gu.data_ptr(), VEC * sizeof(T)), "silu_mul: misaligned pointer");
+  const int64_t B = gu.size(0);
+  auto out = at::empty({B, ${I}}, gu.options());
+  if (B == 0) return out;
+  const c10::cuda::CUDAGuard guard(gu.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const unsigned blocks = static_cast<unsigned>((${I} / VEC + ${THREADS} - 1) / ${THREADS});
+  dim3 grid(blocks, static_cast<unsigned>(B));
+  hercules_k::silu_mul_k_${ID}<<<grid, ${THREADS}, 0, stream>>>(gu.data_ptr<T>(), out.data_ptr<T>(), gu.stride(0), out.stride(0), ${I});
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+""")
+
+QK_ROTARY = S(r"""
+namespace hercules_k {
+// One warp per head; lane l holds elements d = l + 32*j (j < HD/32). The rotate-half partner of
+// d is d + HD/2 (mod HD), i.e. j + EPL/2 (mod EPL) in the same lane: no shuffles for the rotation.
+__global__ void __launch_bounds__(${WARPS} * 32) qk_rotary_k_${ID}(
+    const ${T}* __restrict__ q, const ${T}* __restrict__ k, const ${T}* __restrict__ cs,
+    const ${T}* __restrict__ sn, const ${T}* __restrict__ qw, const ${T}* __restrict__ kw,
+    ${T}* __restrict__ qo, ${T}* __restrict__ ko, int batch,
+    int64_t sqb, int64_t sqh, int64_t skb, int64_t skh, float eps) {
+  using T = ${T};
+  constexpr int HD = ${HD};
+  constexpr int EPL = HD / 32;
+  constexpr int NQ = ${NQ};
+  constexpr int NKV = ${NKV};
+  constexpr int WARPS = ${WARPS};
+  constexpr bool NORM = ${HAS_NORM};
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int gh = static_cast<int>(blockIdx.x) * WARPS + warp;
+  if (gh >= batch * (NQ + NKV)) return;  // whole warp leaves together
+  const int b = gh / (NQ + NKV);
+  const int h = gh % (NQ + NKV);
+  const T* src;
+  T* dst;
+  const T* w;
+  if (h < NQ) {
+    src = q + b * sqb + h * sqh;
+    dst = qo + (static_cast<int64_t>(b) * NQ + h) * HD;
+    w = qw;
+  } else {
+    src = k + b * skb + (h - NQ) * skh;
+    dst = ko + (static_cast<int64_t>(b) * NKV + (h - NQ)) * HD;
+    w = kw;
+  }
+  float x[EPL];
+#pragma unroll
+  for (int j = 0; j < EPL; ++j) x[j] = static_cast<float>(src[lane + 32 * j]);
+  if constexpr (NORM) {
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) ss += x[j] * x[j];
+    ss = warp_sum(ss);
+    const float rstd = rsqrtf(ss / static_cast<float>(HD) + eps);
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const T nrm = static_cast<T>(x[j] * rstd);
+      x[j] = static_cast<float>(static_cast<T>(static_cast<float>(w[lane + 32 * j]) * static_cast<float>(nrm)));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < EPL; ++j) {
+    const int d = lane + 32 * j;
+    const float p = x[(j + EPL / 2) % EPL];
+    const float sgn = (j < EPL / 2) ? -1.f : 1.f;
+    const T a = static_cast<T>(x[j] * static_cast<float>(cs[d]));
+    const T bb = static_cast<T>(sgn * p * static_cast<float>(sn[d]));
+    dst[d] = static_cast<T>(static_cast<float>(a) + static_cast<float>(bb));
+  }
+}
+}  // namespace hercules_k
+
+std::vector<at::Tensor> qk_rotary_${ID}(at::Tensor q, at::Tensor k, at::Tensor cs, at::Tensor sn,
+                                         at::Tensor qw, at::Tensor kw, double eps) {
+  using T = ${T};
+  TORCH_CHECK(q.is_cuda() && q.dim() == 3 && k.dim() == 3, "qk_rotary: expects q[B,NQ,HD], k[B,NKV,HD] on CUDA");
+  TORCH_CHECK(q.size(1) == ${NQ} && k.size(1) == ${NKV} && q.size(2) == ${HD} && k.size(2) == ${HD}, "qk_rotary: built for other head counts");
+  TORCH_CHECK(q.scalar_type() == ${ST} && k.scalar_type() == ${ST} && cs.scalar_type() == ${ST} && sn.scalar_type() == ${ST}, "qk_rotary: dtype mismatch");
+  TORCH_CHECK(q.stride(2) == 1 && k.stride(2) == 1 && cs.is_contiguous() && sn.is_contiguous() && cs.numel() == ${HD}, "qk_rotary: layout");
+  if (${HAS_NORM}) {
+    TORCH_CHECK(qw.is_contiguous() && kw.is_contiguous() && qw.numel() == ${HD} && kw.numel() == ${HD} && qw.scalar_type() == ${ST} && kw.scalar_type() == ${ST}, "qk_rotary: norm weights");
+  }
+  const int64_t B = q.size(0);
+  auto qo = at::empty({B, ${NQ}, ${HD}}, q.options());
+  auto ko = at::empty({B, ${NKV}, ${HD}}, k.options());
+  if (B == 0) return {qo, ko};
+  const c10::cuda::CUDAGuard guard(q.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const int64_t heads = B * (${NQ} + ${NKV});
+  const unsigned blocks = static_cast<unsigned>((heads + ${WARPS} - 1) / ${WARPS});
+  hercules_k::qk_rotary_k_${ID}<<<blocks, ${WARPS} * 32, 0, stream>>>(
+      q.data_ptr<T>(), k.data_ptr<T>(), cs.data_ptr<T>(), sn.data_ptr<T>(), qw.data_ptr<T>(), kw.data_ptr<T>(),
+      qo.data_ptr<T>(), ko.data_ptr<T>(), static_cast<int>(B), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+      static_cast<float>(eps));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {qo, ko};
+}
+""")
+
+ATTENTION = S(r"""
+namespace hercules_k {
+// Flash-decoding, grouped-query: block (b*NKV + kv head, split). Each warp walks the split's cache
+// positions t = lo + warp, lo + warp + WARPS, ...; a lane holds EPL = HD/32 consecutive elements
+// of each of the G query heads sharing the kv head, so K/V rows are read once for the group.
+__global__ void __launch_bounds__(${WARPS} * 32) attn_split_k_${ID}(
+    const ${T}* __restrict__ q, const ${T}* __restrict__ kc, const ${T}* __restrict__ vc,
+    const int64_t* __restrict__ pos, float* __restrict__ op, float* __restrict__ pm, float* __restrict__ pl,
+    int64_t sqb, int64_t sqh, int64_t skb, int64_t skh, int64_t sks, int64_t svb, int64_t svh, int64_t svs,
+    float scale) {
+  using T = ${T};
+  constexpr int HD = ${HD};
+  constexpr int G = ${G};
+  constexpr int NKV = ${NKV};
+  constexpr int WARPS = ${WARPS};
+  constexpr int SPLITS = ${SPLITS};
+  constexpr int EPL = HD / 32;
+  using V = Vec<T, EPL>;
+  const int b = blockIdx.x / NKV;
+  const int hk = blockIdx.x % NKV;
+  const int split = blockIdx.y;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int length = static_cast<int>(pos[0]) + 1;
+  const int chunk = (length + SPLITS - 1) / SPLITS;
+  const int lo = split * chunk;
+  const int hi = min(lo + chunk, length);
+
+  float qr[G][EPL];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const V qv = *reinterpret_cast<const V*>(q + b * sqb + (hk * G + g) * sqh + lane * EPL);
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) qr[g][j] = static_cast<float>(qv.v[j]) * scale;
+  }
+  float m[G], l[G], acc[G][EPL];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) acc[g][j] = 0.f;
+  }
+  const T* kbase = kc + b * skb + hk * skh + lane * EPL;
+  const T* vbase = vc + b * svb + hk * svh + lane * EPL;
+  for (int t = lo + warp; t < hi; t += WARPS) {
+    const V kv = *reinterpret_cast<const V*>(kbase + static_cast<int64_t>(t) * sks);
+    const V vv = *reinterpret_cast<const V*>(vbase + static_cast<int64_t>(t) * svs);
+    float kf[EPL], vf[EPL];
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      kf[j] = static_cast<float>(kv.v[j]);
+      vf[j] = static_cast<float>(vv.v[j]);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < EPL; ++j) s += qr[g][j] * kf[j];
+      s = warp_sum(s);
+      const float mn = fmaxf(m[g], s);
+      const float alpha = expf(m[g] - mn);
+      const float p = expf(s - mn);
+      l[g] = l[g] * alpha + p;
+#pragma unroll
+      for (int j = 0; j < EPL; ++j) acc[g][j] = acc[g][j] * alpha + p * vf[j];
+      m[g] = mn;
+    }
+  }
+  __shared__ float sm_m[WARPS][G];
+  __shared__ float sm_l[WARPS][G];
+  __shared__ float sm_acc[WARPS][G][HD];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (lane == 0) {
+      sm_m[warp][g] = m[g];
+      sm_l[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) sm_acc[warp][g][lane * EPL + j] = acc[g][j];
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * HD; idx += WARPS * 32) {
+    const int g = idx / HD;
+    const int d = idx % HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w][g]);
+    float num = 0.f, den = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) {
+        const float mw = sm_m[w][g];
+        if (mw != -INFINITY) {
+          const float e = expf(mw - mx);
+          num += e * sm_acc[w][g][d];
+          den += e * sm_l[w][g];
+        }
+      }
+    }
+    const int64_t row = (static_cast<int64_t>(b * NKV + hk) * G + g) * SPLITS + split;
+    op[row * HD + d] = num;
+    if (d == 0) {
+      pm[row] = mx;
+      pl[row] = den;
+    }
+  }
+}
+
+__global__ void attn_combine_k_${ID}(const float* __restrict__ op, const float* __restrict__ pm,
+                                     const float* __restrict__ pl, ${T}* __restrict__ out) {
+  using T = ${T};
+  constexpr int HD = ${HD};
+  constexpr int SPLITS = ${SPLITS};
+  const int64_t row = blockIdx.x;  // b * NQ + head
+  const int d = threadIdx.x;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int s = 0; s < SPLITS; ++s) mx = fmaxf(mx, pm[row * SPLITS + s]);
+  float num = 0.f, den = 0.f;
+#pragma unroll
+  for (int s = 0; s < SPLITS; ++s) {
+    const float ms = pm[row * SPLITS + s];
+    if (ms != -INFINITY) {
+      const float e = expf(ms - mx);
+      num += e * op[(row * SPLITS + s) * HD + d];
+      den += e * pl[row * SPLITS + s];
+    }
+  }
+  out[row * HD + d] = static_cast<T>(num / den);
+}
+}  // namespace hercules_k
+
+at::Tensor attention_${ID}(at::Tensor q, at::Tensor kc, at::Tensor vc, at::Tensor pos, double scale) {
+  using T = ${T};
+  constexpr int EPL = ${HD} / 32;
+  TORCH_CHECK(q.is_cuda() && q.dim() == 3 && kc.dim() == 4 && vc.dim() == 4, "attention: expects q[B,NQ,HD], caches[B,NKV,C,HD]");
+  TORCH_CHECK(q.size(1) == ${NKV} * ${G} && q.size(2) == ${HD} && kc.size(1) == ${NKV} && kc.size(3) == ${HD} &&
+              vc.size(1) == ${NKV} && vc.size(3) == ${HD}, "attention: built for other head counts");
+  TORCH_CHECK(q.scalar_type() == ${ST} && kc.scalar_type() == ${ST} && vc.scalar_type() == ${ST}, "attention: dtype mismatch");
+  TORCH_CHECK(pos.scalar_type() == at::kLong && pos.is_cuda() && pos.numel() >= 1, "attention: pos must be int64 on CUDA");
+  TORCH_CHECK(q.stride(2) == 1 && kc.stride(3) == 1 && vc.stride(3) == 1, "attention: last dim must be contiguous");
+  TORCH_CHECK(q.stride(1) % EPL == 0 && q.stride(0) % EPL == 0 && kc.stride(2) % EPL == 0 && vc.stride(2) % EPL == 0 &&
+              kc.stride(1) % EPL == 0 && vc.stride(1) % EPL == 0 && kc.stride(0) % EPL == 0 && vc.stride(0) % EPL == 0,
+              "attention: strides not multiples of the vector width");
+  TORCH_CHECK(hercules_k::aligned_to(q.data_ptr(), EPL * sizeof(T)) && hercules_k::aligned_to(kc.data_ptr(), EPL * sizeof(T)) &&
+              hercules_k::aligned_to(vc.data_ptr(), EPL * sizeof(T)), "attention: misaligned pointer");
+  const int64_t B = q.size(0);
+  const int64_t rows = B * ${NKV} * ${G};
+  auto fopts = q.options().dtype(at::kFloat);
+  auto op = at::empty({rows * ${SPLITS}, ${HD}}, fopts);
+  auto pm = at::empty({rows * ${SPLITS}}, fopts);
+  auto pl = at::empty({rows * ${SPLITS}}, fopts);
+  auto out = at::empty({B, ${NKV} * ${G}, ${HD}}, q.options());
+  if (B == 0) return out;
+  const c10::cuda::CUDAGuard guard(q.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  dim3 grid(static_cast<unsigned>(B * ${NKV}), ${SPLITS});
+  hercules_k::attn_split_k_${ID}<<<grid, ${WARPS} * 32, 0, stream>>>(
+      q.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), pos.data_ptr<int64_t>(), op.data_ptr<float>(),
+      pm.data_ptr<float>(), pl.data_ptr<float>(), q.stride(0), q.stride(1), kc.stride(0), kc.stride(1), kc.stride(2),
+      vc.stride(0), vc.stride(1), vc.stride(2), static_cast<float>(scale));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  hercules_k::attn_combine_k_${ID}<<<static_cast<unsigned>(rows), ${HD}, 0, stream>>>(
+      op.data_ptr<float>(), pm.data_ptr<float>(), pl.data_ptr<float>(), out.data_ptr<T>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+""")
+
+DECLS = {
+    "add_rmsnorm": "std::vector<at::Tensor> add_rmsnorm_${ID}(at::Tensor x, at::Tensor r, at::Tensor w, double eps);",
+    "silu_mul": "at::Tensor silu_mul_${ID}(at::Tensor gu);",
+    "qk_rotary": ("std::vector<at::Tensor> qk_rotary_${ID}(at::Tensor q, at::Tensor k, at::Tensor cs, at::Tensor sn, "
+                  "at::Tensor qw, at::Tensor kw, double eps);"),
+    "attention": "at::Tensor attention_${ID}(at::Tensor q, at::Tensor kc, at::Tensor vc, at::Tensor pos, double scale);",
+}
+
+# ---------------------------------------------------------------------------------------------
+# templates
+
+
+def _es(region: Region) -> int:
+    return torch.empty((), dtype=dtype_from_name(region.dtype)).element_size()
+
+
+class CudaTemplate(Template):
+    lang = "cuda"
+    source: S
+    entry: str  # "add_rmsnorm" | ...
+
+    def subst(self, params: dict[str, Any], region: Region) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def render(self, params: dict[str, Any], region: Region) -> tuple[str, str, str]:
+        """(kernel source, declaration, function name) of one parameter point."""
+        ctype, st = cuda_build.cuda_type(dtype_from_name(region.dtype))
+        sub = dict(self.subst(params, region), T=ctype, ST=st)
+        key = repr(sorted(sub.items()))
+        sub["ID"] = hashlib.sha1(key.encode()).hexdigest()[:12]
+        return self.source.substitute(sub), S(DECLS[self.entry]).substitute(ID=sub["ID"]), f"{self.entry}_{sub['ID']}"
+
+    def wrap(self, fn, params: dict[str, Any], region: Region):
+        raise NotImplementedError
+
+    def materialise(self, params, region):
+        res = self.materialise_many([params], region)[0]
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def materialise_many(self, params_list, region):
+        rendered = [self.render(p, region) for p in params_list]
+        body = "\n".join(dict.fromkeys(r[0] for r in rendered))
+        decls = "\n".join(dict.fromkeys(r[1] for r in rendered))
+        names = list(dict.fromkeys(r[2] for r in rendered))
+        try:
+            mod, secs = cuda_build.build(self.entry, body, decls, names)
+        except Exception as e:  # one failed build fails every point in it
+            return [RuntimeError(f"build failed: {e}") for _ in params_list]
+        out = []
+        for p, (src, _, name) in zip(params_list, rendered):
+            fn = getattr(mod, name)
+            out.append(Candidate(self.spec(p, region), self.wrap(fn, p, region), source=src,
+                                 build_seconds=secs / max(1, len(params_list))))
+        return out
+
+
+class CudaAddRMSNorm(CudaTemplate):
+    name = "cuda_add_rmsnorm"
+    kinds = ("residual_rmsnorm", "final_norm")
+    source = ADD_RMSNORM
+    entry = "add_rmsnorm"
+
+    def space(self, region):
+        return grid(THREADS=[64, 128, 256, 512, 1024], VEC=[1, 2, 4, 8])
+
+    def subst(self, p, region):
+        h = region.attr("hidden")
+        items = -(-h // (p["THREADS"] * p["VEC"]))
+        return dict(THREADS=p["THREADS"], VEC=p["VEC"], ITEMS=items, N=h)
+
+    def requirements(self, p, region):
+        h = region.attr("hidden")
+        items = -(-h // (p["THREADS"] * p["VEC"]))
+        return Requirements(
+            backend="cuda", min_sm=(8, 0) if region.dtype == "bfloat16" else (7, 0),
+            threads_per_block=p["THREADS"], smem_bytes=32 * 4,
+            regs_per_thread=items * p["VEC"] + 3 * p["VEC"] + 24,
+            divisible=(("hidden % VEC", h, p["VEC"]),),
+            at_most=(("VEC * element bytes", p["VEC"] * _es(region), 16),
+                     ("items per thread (hidden / (THREADS*VEC))", items, 32)),
+            last_dim_contiguous=("x", "residual"), contiguous=("weight",),
+            same_dtype_inputs=("x", "residual", "weight"),
+        )
+
+    def wrap(self, fn, p, region):
+        def add_rmsnorm(x, residual, weight, eps):
+            out, rout = fn(x, residual, weight, float(eps))
+            return out, rout
+
+        return add_rmsnorm
+
+
+class CudaSiluMul(CudaTemplate):
+    """SwiGLU on the library GEMM's fused gate/up output: F.linear(x, [Wg;Wu]) then this kernel."""
+
+    name = "cuda_swiglu"
+    kinds = ("gate_up_silu_mul",)
+    source = SILU_MUL
+    entry = "silu_mul"
+
+    def space(self, region):
+        return grid(THREADS=[128, 256, 512], VEC=[1, 2, 4, 8], FAST_EXP=[0, 1])
+
+    def subst(self, p, region):
+        return dict(THREADS=p["THREADS"], VEC=p["VEC"], I=region.attr("intermediate"),
+                    EXP="__expf" if p["FAST_EXP"] else "expf")
+
+    def requirements(self, p, region):
+        return Requirements(
+            backend="cuda", min_sm=(8, 0) if region.dtype == "bfloat16" else (7, 0),
+            threads_per_block=p["THREADS"], regs_per_thread=6 * p["VEC"] + 20, fast_math=bool(p["FAST_EXP"]),
+            divisible=(("intermediate % VEC", region.attr("intermediate"), p["VEC"]),),
+            at_most=(("VEC * element bytes", p["VEC"] * _es(region), 16),),
+            contiguous=("x", "weight"),
+        )
+
+    def wrap(self, fn, p, region):
+        import torch.nn.functional as F
+
+        def gate_up_silu_mul(x, weight, intermediate):
+            return fn(F.linear(x, weight))
+
+        gate_up_silu_mul.kernel = fn  # the bare kernel, for tests
+        return gate_up_silu_mul
+
+
+class CudaQKRotary(CudaTemplate):
+    name = "cuda_qk_rotary"
+    kinds = ("rotary",)
+    source = QK_ROTARY
+    entry = "qk_rotary"
+
+    def space(self, region):
+        norms = [0, 1] if region.attr("qk_norm_fusable") else [0]
+        return grid(WARPS=[1, 2, 4, 8], HAS_NORM=norms)
+
+    def fuses(self, p, region):
+        return ("qk_norm",) if p.get("HAS_NORM") else ()
+
+    def subst(self, p, region):
+        return dict(WARPS=p["WARPS"], HAS_NORM="true" if p["HAS_NORM"] else "false", HD=region.attr("head_dim"),
+                    NQ=region.attr("heads"), NKV=region.attr("kv_heads"))
+
+    def requirements(self, p, region):
+        hd = region.attr("head_dim")
+        return Requirements(
+            backend="cuda", min_sm=(8, 0) if region.dtype == "bfloat16" else (7, 0),
+            threads_per_block=32 * p["WARPS"], regs_per_thread=3 * (hd // 32) + 32,
+            divisible=(("head_dim % 64 (rotate-half partner in the same lane)", hd, 64),),
+            at_most=(("head_dim", hd, 256),),
+            last_dim_contiguous=("q", "k"), contiguous=("cos", "sin"),
+        )
+
+    def wrap(self, fn, p, region):
+        has_norm = bool(p["HAS_NORM"])
+
+        def qk_rotary(q, k, cos, sin, q_weight=None, k_weight=None, eps=1e-6):
+            if has_norm != (q_weight is not None):
+                raise ValueError("candidate built with HAS_NORM=%d called %s norm weights" % (has_norm, "with" if q_weight is not None else "without"))
+            qw = q_weight if has_norm else cos
+            kw = k_weight if has_norm else cos
+            qo, ko = fn(q, k, cos, sin, qw, kw, float(eps))
+            return qo, ko
+
+        return qk_rotary
+
+
+class CudaAttention(CudaTemplate):
+    name = "cuda_flash_decode"
+    kinds = ("decode_attention",)
+    source = ATTENTION
+    entry = "attention"
+
+    def space(self, region):
+        return grid(WARPS=[2, 4, 8], SPLITS=[1, 2, 4, 8, 16, 32])
+
+    def subst(self, p, region):
+        return dict(WARPS=p["WARPS"], SPLITS=p["SPLITS"], HD=region.attr("head_dim"), G=region.attr("group"),
+                    NKV=region.attr("kv_heads"))
+
+    def requirements(self, p, region):
+        hd, g = region.attr("head_dim"), region.attr("group")
+        epl = hd // 32 if hd % 32 == 0 else 0
+        smem = p["WARPS"] * g * (hd + 2) * 4
+        return Requirements(
+            backend="cuda", min_sm=(8, 0) if region.dtype == "bfloat16" else (7, 0),
+            threads_per_block=32 * p["WARPS"], smem_bytes=smem,
+            regs_per_thread=2 * g * epl + 2 * epl + 3 * g + 32,
+            divisible=(("head_dim % 32", hd, 32),),
+            power_of_two=(("head_dim / 32 (vector width per lane)", epl),) if epl else (),
+            at_most=(("head_dim / 32 * element bytes", epl * _es(region), 16), ("query heads per kv head", g, 16),
+                     ("static shared memory (bytes)", smem, 48 * 1024)),
+            last_dim_contiguous=("q", "k_cache", "v_cache"),
+        )
+
+    def wrap(self, fn, p, region):
+        def attention(q, k_cache, v_cache, pos, scale):
+            return fn(q, k_cache, v_cache, pos, float(scale))
+
+        return attention
+
+
+CUDA_TEMPLATES: list[Template] = [CudaAddRMSNorm(), CudaSiluMul(), CudaQKRotary(), CudaAttention()]
+
+
+def render_all(region: Region, template: CudaTemplate, params_list=None) -> str:
+    params_list = params_list if params_list is not None else template.space(region)
+    return "\n".join(dict.fromkeys(template.render(p, region)[0] for p in params_list))
+
+
+__all__ = ["CUDA_TEMPLATES", "CudaTemplate", "render_all"]

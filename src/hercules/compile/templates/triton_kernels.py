@@ -1,0 +1,324 @@
+"""Triton kernels behind the Triton templates (imported only when a Triton candidate is built).
+
+All kernels keep fp32 accumulation and reproduce the *rounding points* of the PyTorch reference
+(e.g. RMSNorm: normalised value rounded to the model dtype before the weight multiply, as HF
+does), so on bf16 they agree with the reference to the last bit in most elements.
+
+They run on CUDA GPUs and, for correctness tests on tiny shapes, on CPU tensors under
+``TRITON_INTERPRET=1`` (the env var must be set before triton is imported). Two interpreter
+limits shape the code: loop bounds must not come from loaded values (so loops have a static trip
+count and skip tiles with ``if``), and ``tl.dot`` on bf16 operands is wrong in the interpreter (so
+operands are converted to fp32 first and the product uses TF32 on bf16 data -- exact, since
+bf16's 8-bit significand fits in TF32's 11 -- or IEEE fp32 on fp32 data).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+# ---------------------------------------------------------------------------------------------
+# fused residual add + RMSNorm
+
+
+@triton.jit
+def _add_rmsnorm_kernel(X, R, W, OUT, ROUT, sx, sr, so, sro, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * sx + cols, mask=mask, other=0.0)
+    r = tl.load(R + row * sr + cols, mask=mask, other=0.0)
+    h = (r.to(tl.float32) + x.to(tl.float32)).to(ROUT.dtype.element_ty)
+    tl.store(ROUT + row * sro + cols, h, mask=mask)
+    hf = h.to(tl.float32)
+    var = tl.sum(hf * hf, axis=0) / N
+    rstd = tl.rsqrt(var + eps)
+    n = (hf * rstd).to(OUT.dtype.element_ty)
+    w = tl.load(W + cols, mask=mask, other=0.0)
+    out = (w.to(tl.float32) * n.to(tl.float32)).to(OUT.dtype.element_ty)
+    tl.store(OUT + row * so + cols, out, mask=mask)
+
+
+def add_rmsnorm(x, residual, weight, eps, *, BLOCK, num_warps):
+    B, N = x.shape
+    out = torch.empty_like(x)
+    rout = torch.empty_like(x)
+    _add_rmsnorm_kernel[(B,)](x, residual, weight, out, rout, x.stride(0), residual.stride(0), out.stride(0),
+                              rout.stride(0), N, eps, BLOCK=BLOCK, num_warps=num_warps)
+    return out, rout
+
+
+# ---------------------------------------------------------------------------------------------
+# SwiGLU on a fused [.., 2I] gate/up GEMM output
+
+
+@triton.jit
+def _silu_mul_kernel(GU, OUT, sg, so, I, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < I
+    g = tl.load(GU + row * sg + cols, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(GU + row * sg + I + cols, mask=mask, other=0.0).to(tl.float32)
+    s = (g / (1.0 + tl.exp(-g))).to(OUT.dtype.element_ty)
+    out = (s.to(tl.float32) * u).to(OUT.dtype.element_ty)
+    tl.store(OUT + row * so + cols, out, mask=mask)
+
+
+def silu_mul(gu, *, BLOCK, num_warps):
+    B, two_i = gu.shape
+    i = two_i // 2
+    out = torch.empty((B, i), dtype=gu.dtype, device=gu.device)
+    _silu_mul_kernel[(B, triton.cdiv(i, BLOCK))](gu, out, gu.stride(0), out.stride(0), i, BLOCK=BLOCK,
+                                                 num_warps=num_warps)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# (optional q/k RMSNorm) + rotary embedding, HEADS heads per program
+
+
+@triton.jit
+def _rot_tile(SRC, DST, W, COS, SIN, b, h0, n_heads, s_b, s_h, eps,
+              HD: tl.constexpr, HEADS: tl.constexpr, HAS_NORM: tl.constexpr):
+    hh = h0 + tl.arange(0, HEADS)
+    d = tl.arange(0, HD)
+    hmask = hh < n_heads
+    mask = hmask[:, None]
+    partner = (d + HD // 2) % HD
+    src = SRC + b * s_b + hh[:, None] * s_h
+    x = tl.load(src + d[None, :], mask=mask, other=0.0)
+    xp = tl.load(src + partner[None, :], mask=mask, other=0.0)
+    dt = x.dtype
+    if HAS_NORM:
+        xf = x.to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(xf * xf, axis=1) / HD + eps)
+        w = tl.load(W + d).to(tl.float32)
+        wp = tl.load(W + partner).to(tl.float32)
+        x = (w[None, :] * (xf * rstd[:, None]).to(dt).to(tl.float32)).to(dt)
+        xp = (wp[None, :] * (xp.to(tl.float32) * rstd[:, None]).to(dt).to(tl.float32)).to(dt)
+    c = tl.load(COS + d).to(tl.float32)
+    s = tl.load(SIN + d).to(tl.float32)
+    sign = tl.where(d < HD // 2, -1.0, 1.0)
+    a = (x.to(tl.float32) * c[None, :]).to(dt)
+    bb = ((xp.to(tl.float32) * sign[None, :]) * s[None, :]).to(dt)
+    out = (a.to(tl.float32) + bb.to(tl.float32)).to(dt)
+    tl.store(DST + (b * n_heads + hh[:, None]) * HD + d[None, :], out, mask=mask)
+
+
+@triton.jit
+def _qk_rotary_kernel(Q, K, COS, SIN, QW, KW, QO, KO, sqb, sqh, skb, skh, eps,
+                      NQ: tl.constexpr, NKV: tl.constexpr, HD: tl.constexpr, HEADS: tl.constexpr,
+                      HAS_NORM: tl.constexpr):
+    b = tl.program_id(0)
+    p = tl.program_id(1)
+    q_progs = (NQ + HEADS - 1) // HEADS
+    if p < q_progs:
+        _rot_tile(Q, QO, QW, COS, SIN, b, p * HEADS, NQ, sqb, sqh, eps, HD, HEADS, HAS_NORM)
+    else:
+        _rot_tile(K, KO, KW, COS, SIN, b, (p - q_progs) * HEADS, NKV, skb, skh, eps, HD, HEADS, HAS_NORM)
+
+
+def qk_rotary(q, k, cos, sin, q_weight, k_weight, eps, *, HEADS, num_warps, HAS_NORM):
+    B, nq, hd = q.shape
+    nkv = k.shape[1]
+    qo = torch.empty((B, nq, hd), dtype=q.dtype, device=q.device)
+    ko = torch.empty((B, nkv, hd), dtype=k.dtype, device=k.device)
+    qw = q_weight if HAS_NORM else cos  # unused pointer when there is no norm
+    kw = k_weight if HAS_NORM else cos
+    grid = (B, triton.cdiv(nq, HEADS) + triton.cdiv(nkv, HEADS))
+    _qk_rotary_kernel[grid](q, k, cos, sin, qw, kw, qo, ko, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                            eps, NQ=nq, NKV=nkv, HD=hd, HEADS=HEADS, HAS_NORM=HAS_NORM, num_warps=num_warps)
+    return qo, ko
+
+
+# ---------------------------------------------------------------------------------------------
+# split-K (flash-decoding) grouped-query attention over a static KV cache
+
+
+@triton.jit
+def _attn_split_kernel(Q, K, V, POS, OP, M, L, sqb, sqh, skb, skh, sks, svb, svh, svs, scale,
+                       NKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, HD: tl.constexpr,
+                       BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, TILES: tl.constexpr, IEEE: tl.constexpr):
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid // NKV
+    hk = pid % NKV
+    length = tl.load(POS) + 1
+    chunk = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    hi = tl.minimum(lo + chunk, length)
+    g = tl.arange(0, GP)
+    d = tl.arange(0, HD)
+    gmask = g < G
+    q = tl.load(Q + b * sqb + (hk * G + g)[:, None] * sqh + d[None, :], mask=gmask[:, None], other=0.0)
+    q = q.to(tl.float32)
+    m_i = tl.full([GP], float("-inf"), tl.float32)
+    l_i = tl.zeros([GP], tl.float32)
+    acc = tl.zeros([GP, HD], tl.float32)
+    kbase = K + b * skb + hk * skh
+    vbase = V + b * svb + hk * svh
+    for t in range(TILES):  # static trip count; tiles past this split's range are skipped
+        start = lo + t * BLOCK_N
+        if start < hi:
+            n = start + tl.arange(0, BLOCK_N)
+            nmask = n < hi
+            k = tl.load(kbase + n[:, None] * sks + d[None, :], mask=nmask[:, None], other=0.0).to(tl.float32)
+            if IEEE:
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            else:
+                s = tl.dot(q, tl.trans(k), input_precision="tf32")
+            s = tl.where(nmask[None, :], s * scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            alpha = tl.exp(m_i - m_new)
+            p = tl.exp(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            v = tl.load(vbase + n[:, None] * svs + d[None, :], mask=nmask[:, None], other=0.0).to(tl.float32)
+            if IEEE:
+                pv = tl.dot(p, v, input_precision="ieee")
+            else:
+                pv = tl.dot(p, v, input_precision="tf32")
+            acc = acc * alpha[:, None] + pv
+            m_i = m_new
+    row = (b * NKV * G + hk * G + g) * SPLITS + split  # [GP] over (b, head, split)
+    tl.store(OP + row[:, None] * HD + d[None, :], acc, mask=gmask[:, None])
+    tl.store(M + row, m_i, mask=gmask)
+    tl.store(L + row, l_i, mask=gmask)
+
+
+@triton.jit
+def _attn_combine_kernel(OP, M, L, OUT, HD: tl.constexpr, SPLITS: tl.constexpr):
+    row = tl.program_id(0)  # b * NQ + head
+    sp = tl.arange(0, SPLITS)
+    d = tl.arange(0, HD)
+    m = tl.load(M + row * SPLITS + sp)
+    l = tl.load(L + row * SPLITS + sp)
+    m_max = tl.max(m, axis=0)
+    w = tl.where(m == float("-inf"), 0.0, tl.exp(m - m_max))
+    o = tl.load(OP + (row * SPLITS + sp)[:, None] * HD + d[None, :])
+    num = tl.sum(o * w[:, None], axis=0)
+    den = tl.sum(l * w, axis=0)
+    tl.store(OUT + row * HD + d, (num / den).to(OUT.dtype.element_ty))
+
+
+def decode_attention(q, k_cache, v_cache, pos, scale, *, BLOCK_N, SPLITS, num_warps):
+    B, nq, hd = q.shape
+    nkv, cap = k_cache.shape[1], k_cache.shape[2]
+    g = nq // nkv
+    gp = max(16, triton.next_power_of_2(g))
+    dev = q.device
+    op = torch.empty((B * nq * SPLITS, hd), dtype=torch.float32, device=dev)
+    m = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
+    lsum = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
+    tiles = triton.cdiv(triton.cdiv(cap, SPLITS), BLOCK_N)
+    _attn_split_kernel[(B * nkv, SPLITS)](
+        q, k_cache, v_cache, pos, op, m, lsum, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
+        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), scale,
+        NKV=nkv, G=g, GP=gp, HD=hd, BLOCK_N=BLOCK_N, SPLITS=SPLITS, TILES=tiles,
+        IEEE=q.dtype == torch.float32, num_warps=num_warps)
+    out = torch.empty((B, nq, hd), dtype=q.dtype, device=dev)
+    _attn_combine_kernel[(B * nq,)](op, m, lsum, out, HD=hd, SPLITS=SPLITS, num_warps=1 if hd <= 64 else 2)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix-vector / skinny GEMM (batch <= 16) with optional SwiGLU epilogue and split-K
+
+
+@triton.jit
+def _gemv_kernel(X, W, OUT, WS, M, N, K, sxm, swn, som, I,
+                 BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                 K_TILES: tl.constexpr, REDUCE: tl.constexpr, SWIGLU: tl.constexpr, IEEE: tl.constexpr):
+    pid_n = tl.program_id(0)
+    split = tl.program_id(1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    nout = I if SWIGLU else N
+    cmask = cols < nout
+    rows = tl.arange(0, BM)
+    rmask = rows < M
+    acc = tl.zeros([BM, BLOCK_N], tl.float32)
+    acc_u = tl.zeros([BM, BLOCK_N], tl.float32)
+    for t in range(K_TILES):
+        kk = (split * K_TILES + t) * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < K
+        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=rmask[:, None] & kmask[None, :], other=0.0)
+        x = x.to(tl.float32)
+        w = tl.load(W + cols[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :], other=0.0)
+        w = w.to(tl.float32)
+        if REDUCE:  # one row: broadcast-multiply and reduce over K (no tensor cores)
+            acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+        elif IEEE:
+            acc += tl.dot(x, tl.trans(w), input_precision="ieee")
+        else:
+            acc += tl.dot(x, tl.trans(w), input_precision="tf32")
+        if SWIGLU:
+            wu = tl.load(W + (cols + I)[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :], other=0.0)
+            wu = wu.to(tl.float32)
+            if REDUCE:
+                acc_u += tl.sum(x[:, None, :] * wu[None, :, :], axis=2)
+            elif IEEE:
+                acc_u += tl.dot(x, tl.trans(wu), input_precision="ieee")
+            else:
+                acc_u += tl.dot(x, tl.trans(wu), input_precision="tf32")
+    omask = rmask[:, None] & cmask[None, :]
+    if SPLIT_K == 1:
+        dt = OUT.dtype.element_ty
+        if SWIGLU:
+            gte = acc.to(dt).to(tl.float32)
+            up = acc_u.to(dt).to(tl.float32)
+            s = (gte / (1.0 + tl.exp(-gte))).to(dt).to(tl.float32)
+            tl.store(OUT + rows[:, None] * som + cols[None, :], (s * up).to(dt), mask=omask)
+        else:
+            tl.store(OUT + rows[:, None] * som + cols[None, :], acc.to(dt), mask=omask)
+    else:
+        # fp32 partials [SPLIT_K, (2,) M, nout]; the reduce kernel sums them in split order
+        base = WS + split * (2 if SWIGLU else 1) * M * nout
+        tl.store(base + rows[:, None] * nout + cols[None, :], acc, mask=omask)
+        if SWIGLU:
+            tl.store(base + M * nout + rows[:, None] * nout + cols[None, :], acc_u, mask=omask)
+
+
+@triton.jit
+def _gemv_reduce_kernel(WS, OUT, M, NOUT, som, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, SWIGLU: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < NOUT
+    stride = (2 if SWIGLU else 1) * M * NOUT
+    acc = tl.zeros([BLOCK], tl.float32)
+    acc_u = tl.zeros([BLOCK], tl.float32)
+    for s in range(SPLIT_K):
+        acc += tl.load(WS + s * stride + row * NOUT + cols, mask=mask, other=0.0)
+        if SWIGLU:
+            acc_u += tl.load(WS + s * stride + M * NOUT + row * NOUT + cols, mask=mask, other=0.0)
+    dt = OUT.dtype.element_ty
+    if SWIGLU:
+        gte = acc.to(dt).to(tl.float32)
+        up = acc_u.to(dt).to(tl.float32)
+        sg = (gte / (1.0 + tl.exp(-gte))).to(dt).to(tl.float32)
+        tl.store(OUT + row * som + cols, (sg * up).to(dt), mask=mask)
+    else:
+        tl.store(OUT + row * som + cols, acc.to(dt), mask=mask)
+
+
+def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int = 0):
+    """x [M, K] @ weight[N, K]^T -> [M, N]; with ``swiglu_i`` = I: silu(x Wg^T) * (x Wu^T) -> [M, I]."""
+    M, K = x.shape
+    N = weight.shape[0]
+    nout = swiglu_i if swiglu_i else N
+    bm = 1 if MODE == "reduce" else max(16, triton.next_power_of_2(M))
+    out = torch.empty((M, nout), dtype=x.dtype, device=x.device)
+    k_tiles = triton.cdiv(triton.cdiv(K, SPLIT_K), BLOCK_K)
+    ws = out
+    if SPLIT_K > 1:
+        ws = torch.empty((SPLIT_K * (2 if swiglu_i else 1) * M * nout,), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(nout, BLOCK_N), SPLIT_K)
+    _gemv_kernel[grid](x, weight, out, ws, M, N, K, x.stride(0), weight.stride(0), out.stride(0), swiglu_i,
+                       BM=bm, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SPLIT_K=SPLIT_K, K_TILES=k_tiles,
+                       REDUCE=MODE == "reduce", SWIGLU=bool(swiglu_i), IEEE=x.dtype == torch.float32,
+                       num_warps=num_warps)
+    if SPLIT_K > 1:
+        blk = 1024
+        _gemv_reduce_kernel[(M, triton.cdiv(nout, blk))](ws, out, M, nout, out.stride(0), SPLIT_K=SPLIT_K,
+                                                          BLOCK=blk, SWIGLU=bool(swiglu_i), num_warps=4)
+    return out

@@ -1,0 +1,214 @@
+"""Triton kernel templates: parameter spaces, declared requirements and materialisation.
+
+The kernels live in ``triton_kernels.py`` (imported lazily, so ``import hercules.compile`` works
+without triton); a parameter point becomes a callable with the region's call convention that
+launches the kernel with those constexpr / launch parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from ..regions import Region, dtype_from_name
+from .base import Candidate, Requirements, Template, grid, next_pow2
+
+_LINEAR_KINDS = ("qkv_proj", "o_proj", "down_proj", "lm_head", "gate_up_silu_mul")
+
+
+def _kernels():
+    from . import triton_kernels
+
+    return triton_kernels
+
+
+def _es(region: Region) -> int:
+    return torch.empty((), dtype=dtype_from_name(region.dtype)).element_size()
+
+
+def _min_sm(region: Region) -> tuple[int, int]:
+    return (8, 0) if region.dtype == "bfloat16" else (7, 0)
+
+
+class TritonAddRMSNorm(Template):
+    name = "triton_add_rmsnorm"
+    lang = "triton"
+    kinds = ("residual_rmsnorm", "final_norm")
+
+    def space(self, region):
+        b = next_pow2(region.attr("hidden"))
+        return grid(BLOCK=[b], num_warps=[1, 2, 4, 8, 16])
+
+    def requirements(self, p, region):
+        per_thread = p["BLOCK"] // (32 * p["num_warps"])
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
+            regs_per_thread=4 * per_thread + 24,
+            at_least=(("BLOCK >= hidden (one pass over the row)", p["BLOCK"], region.attr("hidden")),),
+            power_of_two=(("BLOCK", p["BLOCK"]),),
+            last_dim_contiguous=("x", "residual"), contiguous=("weight",),
+            same_dtype_inputs=("x", "residual", "weight"),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        blk, nw = p["BLOCK"], p["num_warps"]
+
+        def add_rmsnorm(x, residual, weight, eps):
+            return k.add_rmsnorm(x, residual, weight, eps, BLOCK=blk, num_warps=nw)
+
+        return Candidate(self.spec(p, region), add_rmsnorm)
+
+
+class TritonSiluMul(Template):
+    """SwiGLU on the library GEMM's fused gate/up output: F.linear(x, [Wg;Wu]) then this kernel."""
+
+    name = "triton_swiglu"
+    lang = "triton"
+    kinds = ("gate_up_silu_mul",)
+
+    def space(self, region):
+        return grid(BLOCK=[256, 512, 1024, 2048], num_warps=[1, 2, 4, 8])
+
+    def requirements(self, p, region):
+        per_thread = p["BLOCK"] // (32 * p["num_warps"])
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
+            regs_per_thread=4 * per_thread + 20, power_of_two=(("BLOCK", p["BLOCK"]),),
+            contiguous=("x", "weight"),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        blk, nw = p["BLOCK"], p["num_warps"]
+        import torch.nn.functional as F
+
+        def gate_up_silu_mul(x, weight, intermediate):
+            return k.silu_mul(F.linear(x, weight), BLOCK=blk, num_warps=nw)
+
+        gate_up_silu_mul.kernel = functools.partial(k.silu_mul, BLOCK=blk, num_warps=nw)
+        return Candidate(self.spec(p, region), gate_up_silu_mul)
+
+
+class TritonQKRotary(Template):
+    name = "triton_qk_rotary"
+    lang = "triton"
+    kinds = ("rotary",)
+
+    def space(self, region):
+        norms = [0, 1] if region.attr("qk_norm_fusable") else [0]
+        return grid(HEADS=[1, 2, 4, 8], num_warps=[1, 2, 4], HAS_NORM=norms)
+
+    def fuses(self, p, region):
+        return ("qk_norm",) if p.get("HAS_NORM") else ()
+
+    def requirements(self, p, region):
+        hd = region.attr("head_dim")
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
+            regs_per_thread=6 * max(1, p["HEADS"] * hd // (32 * p["num_warps"])) + 24,
+            power_of_two=(("head_dim", hd),), at_least=(("head_dim", hd, 2),),
+            last_dim_contiguous=("q", "k"), contiguous=("cos", "sin"),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        heads, nw, has_norm = p["HEADS"], p["num_warps"], bool(p["HAS_NORM"])
+
+        def qk_rotary(q, kk, cos, sin, q_weight=None, k_weight=None, eps=1e-6):
+            if has_norm != (q_weight is not None):
+                raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+            return k.qk_rotary(q, kk, cos, sin, q_weight, k_weight, eps, HEADS=heads, num_warps=nw, HAS_NORM=has_norm)
+
+        return Candidate(self.spec(p, region), qk_rotary)
+
+
+class TritonFlashDecode(Template):
+    name = "triton_flash_decode"
+    lang = "triton"
+    kinds = ("decode_attention",)
+
+    def space(self, region):
+        return grid(BLOCK_N=[16, 32, 64, 128], SPLITS=[1, 2, 4, 8, 16, 32], num_warps=[2, 4, 8])
+
+    def requirements(self, p, region):
+        hd, g = region.attr("head_dim"), region.attr("group")
+        gp = max(16, next_pow2(g))
+        nw = p["num_warps"]
+        live = gp * hd * 2 + p["BLOCK_N"] * hd * 2 + gp * p["BLOCK_N"] * 2  # fp32 q/acc, k/v tiles, scores/probs
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
+            regs_per_thread=live // (32 * nw) + 32,
+            smem_bytes=2 * p["BLOCK_N"] * hd * 4 + gp * hd * 4,
+            power_of_two=(("head_dim", hd), ("SPLITS", p["SPLITS"])),
+            at_least=(("head_dim (tl.dot needs >= 16)", hd, 16),),
+            at_most=(("query heads per kv head", g, 64),),
+            last_dim_contiguous=("q", "k_cache", "v_cache"),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        bn, sp, nw = p["BLOCK_N"], p["SPLITS"], p["num_warps"]
+
+        def attention(q, k_cache, v_cache, pos, scale):
+            return k.decode_attention(q, k_cache, v_cache, pos, scale, BLOCK_N=bn, SPLITS=sp, num_warps=nw)
+
+        return Candidate(self.spec(p, region), attention)
+
+
+class TritonGemv(Template):
+    """Matrix-vector / skinny GEMM for batch <= 16 (weights read once, fp32 accumulation), split-K
+    over a workspace reduced in split order (deterministic), optional SwiGLU epilogue for the
+    gate/up region. Competes with cuBLAS; kept only where measured faster."""
+
+    name = "triton_gemv"
+    lang = "triton"
+    kinds = _LINEAR_KINDS
+
+    def space(self, region):
+        return grid(MODE=["reduce", "dot"], BLOCK_N=[16, 32, 64, 128], BLOCK_K=[64, 128, 256],
+                    SPLIT_K=[1, 2, 4, 8], num_warps=[2, 4, 8])
+
+    def requirements(self, p, region):
+        K = region.attr("in_features")
+        sw = 2 if region.kind == "gate_up_silu_mul" else 1
+        nw = p["num_warps"]
+        if p["MODE"] == "reduce":
+            live = sw * p["BLOCK_N"] * p["BLOCK_K"] + p["BLOCK_K"] + sw * p["BLOCK_N"]
+        else:
+            bm = max(16, next_pow2(region.batch))
+            live = bm * p["BLOCK_K"] + sw * (p["BLOCK_N"] * p["BLOCK_K"] + bm * p["BLOCK_N"])
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
+            regs_per_thread=live // (32 * nw) + 32,
+            max_batch=1 if p["MODE"] == "reduce" else 16,
+            at_least=(("K tiles per split (in_features / BLOCK_K / SPLIT_K)", K // (p["BLOCK_K"] * p["SPLIT_K"]), 1),),
+            contiguous=("weight",), last_dim_contiguous=("x",),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        kw = dict(BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], SPLIT_K=p["SPLIT_K"], num_warps=p["num_warps"],
+                  MODE=p["MODE"])
+        kind = region.kind
+        if kind == "qkv_proj":
+            def fn(x, weight, q_size, kv_size):
+                qkv = k.gemv(x, weight, **kw)
+                return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :]
+        elif kind == "gate_up_silu_mul":
+            def fn(x, weight, intermediate):
+                return k.gemv(x, weight, swiglu_i=intermediate, **kw)
+        else:
+            def fn(x, weight):
+                return k.gemv(x, weight, **kw)
+        return Candidate(self.spec(p, region), fn)
+
+
+TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonFlashDecode(),
+                                    TritonGemv()]
+
+
+def describe_space(t: Template, region: Region) -> dict[str, Any]:
+    return {"template": t.name, "size": len(t.space(region))}
