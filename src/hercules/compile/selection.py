@@ -1,0 +1,503 @@
+"""Measured selection of one implementation per region, and the on-disk decision cache.
+
+For every region: all template points -> constraints (rejected with reasons, never built) ->
+advisor ordering / pruning (the PyTorch fallback stays first and cannot be pruned) -> a
+measurement schedule under the budget -> build -> check against the PyTorch reference on random
+inputs at the real shapes -> time -> the fastest valid candidate wins if it beats the fallback by
+more than ``margin``; otherwise the fallback stays.
+
+The budget counts measured non-fallback candidates over the whole model. It is spent round-robin
+over the regions in order of their share of the step's bytes, one candidate per region per round,
+each region taking its candidates in advised order -- so a good order reaches a fast plan in fewer
+measurements (the advisor ablation reads ``Plan.trace``).
+
+Qwen3's q/k RMSNorm can be fused into the rotary kernel: a fused rotary candidate is checked
+against the qk_norm+rotary reference and wins if it beats the best qk_norm plus the best plain
+rotary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from . import advisor as adv_mod
+from .constraints import DeviceInfo, check as constraint_check
+from .regions import Region
+from .templates import find_template, fallback_spec, templates_for
+from .templates.base import Candidate, CandidateSpec
+from .timing import NotCapturable, time_region
+from .validate import RegionWeights, check as validate_check, make_args
+
+log = logging.getLogger(__name__)
+
+PLAN_VERSION = 1
+FUSED_PAIR = ("qk_norm", "rotary")  # a rotary candidate with fuses=("qk_norm",) serves both
+
+
+@dataclass
+class Trial:
+    id: str
+    template: str
+    lang: str
+    params: dict[str, Any]
+    fuses: list[str]
+    status: str  # ok | invalid | build_error | not_capturable | error
+    reason: str = ""
+    median_ms: float | None = None
+    max_abs_err: float | None = None
+    build_s: float = 0.0
+    measurement: int | None = None  # index in the schedule (None: the free fallback measurement)
+
+
+@dataclass
+class RegionDecision:
+    region: str
+    kind: str
+    count_per_token: int
+    implementation: str
+    template: str
+    lang: str
+    params: dict[str, Any]
+    fuses: list[str]
+    why: str
+    fallback_ms: float | None = None
+    chosen_ms: float | None = None
+    label: str | None = None
+    risk: list[str] = field(default_factory=list)
+    tried: list[Trial] = field(default_factory=list)
+    rejected: int = 0
+    rejected_examples: list[list[str]] = field(default_factory=list)
+    pruned: int = 0
+    not_measured: int = 0
+    fused_into: str | None = None
+
+
+@dataclass
+class Plan:
+    model: dict[str, Any]
+    device: str
+    batch: int
+    capacity: int
+    advisor: str
+    budget: int
+    decisions: dict[str, RegionDecision]
+    measurements: int = 0
+    cache_hit: bool = False
+    cache_key: str = ""
+    compile_s: float = 0.0
+    advisor_warnings: list[str] = field(default_factory=list)
+    advice: dict[str, Any] | None = None
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    step_check: dict[str, Any] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    version: int = PLAN_VERSION
+
+    def implementations(self) -> dict[str, str]:
+        return {k: d.implementation for k, d in self.decisions.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self), default=str))
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Plan":
+        decs = {}
+        for k, v in d["decisions"].items():
+            v = dict(v)
+            v["tried"] = [Trial(**t) for t in v.get("tried", [])]
+            decs[k] = RegionDecision(**v)
+        d = dict(d)
+        d["decisions"] = decs
+        return cls(**d)
+
+    def table(self) -> str:
+        rows = [f"{'region':18} {'x/tok':>5} {'implementation':48} {'ms':>9} {'fallback':>9}  why"]
+        for d in self.decisions.values():
+            c = f"{d.chosen_ms:.4f}" if d.chosen_ms is not None else "-"
+            f = f"{d.fallback_ms:.4f}" if d.fallback_ms is not None else "-"
+            rows.append(f"{d.region:18} {d.count_per_token:5d} {d.implementation[:48]:48} {c:>9} {f:>9}  {d.why}")
+        return "\n".join(rows)
+
+
+def software_versions() -> dict[str, str]:
+    v = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import triton
+
+        v["triton"] = triton.__version__
+    except Exception:
+        v["triton"] = "none"
+    try:
+        import transformers
+
+        v["transformers"] = transformers.__version__
+    except Exception:
+        v["transformers"] = "none"
+    try:
+        from hercules import __version__
+
+        v["hercules"] = __version__
+    except Exception:
+        pass
+    v["plan"] = str(PLAN_VERSION)
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# decision cache
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("HERCULES_COMPILE_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.path.expanduser("~/.cache/hercules/compile"))
+
+
+def cache_key(config_hash: str, device: DeviceInfo, dtype: str, batch: int, capacity: int, extra: dict[str, Any]) -> str:
+    blob = json.dumps({"config": config_hash, "gpu": device.key(), "dtype": dtype, "batch": batch,
+                       "capacity": capacity, "versions": software_versions(), **extra}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+class DecisionCache:
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else default_cache_dir()
+
+    def path(self, key: str) -> Path:
+        return self.root / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        p = self.path(key)
+        try:
+            with open(p) as f:
+                d = json.load(f)
+            return d if isinstance(d, dict) and d.get("version") == PLAN_VERSION else None
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def put(self, key: str, plan: Plan) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.path(key).with_suffix(f".tmp{os.getpid()}")
+            with open(tmp, "w") as f:
+                json.dump(plan.to_json(), f, indent=1)
+            os.replace(tmp, self.path(key))
+        except OSError as e:  # a read-only cache dir costs speed, never correctness
+            log.warning("decision cache not written: %s", e)
+
+
+# ---------------------------------------------------------------------------------------------
+# selection
+
+
+@dataclass
+class SelectionResult:
+    plan: Plan
+    impls: dict[str, Callable]
+    fused_qk_rotary: bool
+
+
+def _spec_json(s: CandidateSpec) -> dict[str, Any]:
+    return dict(template=s.template, lang=s.lang, params=dict(s.params), fuses=list(s.fuses))
+
+
+def _trial_spec(t: Trial, kind: str) -> CandidateSpec:
+    return CandidateSpec(t.template, t.lang, kind, tuple(sorted(t.params.items())), tuple(t.fuses))
+
+
+def _match(spec: CandidateSpec, names: str | list[str]) -> bool:
+    names = [names] if isinstance(names, str) else list(names)
+    return spec.id in names or spec.template in names
+
+
+def select(
+    regions: dict[str, Region],
+    weights: RegionWeights,
+    *,
+    device: torch.device,
+    device_info: DeviceInfo,
+    advisor: adv_mod.Advisor,
+    budget: int = 48,
+    languages: tuple[str, ...] = ("torch", "triton", "cuda"),
+    seed: int = 0,
+    force: dict[str, str | list[str]] | None = None,
+    timing_budget_s: float | None = None,
+    margin: float = 0.02,
+    trials: int = 2,
+    timing_sets: int | None = None,
+) -> SelectionResult:
+    t_start = time.perf_counter()
+    force = force or {}
+    if timing_budget_s is None:
+        timing_budget_s = 0.1 if device.type == "cuda" else 0.03
+    n_sets = timing_sets or max(1, min(weights.layers, 8 if device.type == "cuda" else 2))
+
+    # 1. candidate points per region, constraints
+    catalogs: dict[str, adv_mod.RegionCatalog] = {}
+    rejected: dict[str, list[tuple[str, str]]] = {}
+    for name, r in regions.items():
+        fb = fallback_spec(r)
+        specs, rej = [], []
+        for t in templates_for(r, languages if "torch" in languages else ("torch", *languages)):
+            for p in t.space(r):
+                s = t.spec(p, r)
+                reasons = constraint_check(t, p, r, device_info)
+                if reasons:
+                    rej.append((s.id, "; ".join(reasons)))
+                else:
+                    specs.append(s)
+        if fb.id not in {s.id for s in specs}:
+            specs.insert(0, fb)
+        catalogs[name] = adv_mod.make_catalog(r, specs, fb, rejected=len(rej))
+        rejected[name] = rej
+
+    # 2. advice (validated; failures are warnings)
+    context = {"device": device_info.name, "sm": device_info.sm, "sm_count": device_info.sm_count,
+               "dtype": next(iter(regions.values())).dtype, "batch": next(iter(regions.values())).batch}
+    try:
+        advice = advisor.advise(catalogs, context)
+    except Exception as e:  # an advisor bug must not stop compilation
+        advice = adv_mod.Advice(source=getattr(advisor, "name", "?"), warnings=[f"advisor failed: {e}"])
+    use_advice = advisor.name != "none"
+
+    # 3. per-region queues
+    queues: dict[str, list[CandidateSpec]] = {}
+    pruned: dict[str, int] = {}
+    for name, cat in catalogs.items():
+        ra = advice.regions.get(name) if use_advice else None
+        if use_advice and ra is None:
+            ra = adv_mod.RegionAdvice()  # advised run, no (valid) advice for this region: default order
+        ordered, pr = adv_mod.order_candidates(cat, ra, seed=seed)
+        pins = force.get(cat.region.kind) or force.get(name)
+        if pins:
+            pinned = [s for s in ordered[1:] if _match(s, pins)]
+            ordered = [ordered[0], *pinned, *[s for s in ordered[1:] if s not in pinned]]
+        queues[name] = ordered[1:]
+        pruned[name] = len(pr)
+
+    # 4. schedule: round-robin by share of step bytes
+    importance = sorted(regions, key=lambda n: -regions[n].bytes_per_token)
+    schedule: list[tuple[str, CandidateSpec]] = []
+    pos = {n: 0 for n in regions}
+    # pinned candidates are measured first, outside the budget
+    for n in importance:
+        pins = force.get(regions[n].kind) or force.get(n)
+        while pins and pos[n] < len(queues[n]) and _match(queues[n][pos[n]], pins):
+            schedule.append((n, queues[n][pos[n]]))
+            pos[n] += 1
+    n_pinned = len(schedule)
+    while len(schedule) - n_pinned < budget:
+        progressed = False
+        for n in importance:
+            if len(schedule) - n_pinned >= budget:
+                break
+            if pos[n] < len(queues[n]):
+                schedule.append((n, queues[n][pos[n]]))
+                pos[n] += 1
+                progressed = True
+        if not progressed:
+            break
+
+    # 5. build what the schedule needs (one build per template and region: CUDA points share a module)
+    built: dict[tuple[str, str], Candidate | Exception] = {}
+    groups: dict[tuple[str, str], list[CandidateSpec]] = {}
+    for n, s in schedule:
+        groups.setdefault((n, s.template), []).append(s)
+    for (n, tname), specs in groups.items():
+        t = find_template(tname, regions[n])
+        if t is None:
+            for s in specs:
+                built[(n, s.id)] = KeyError(f"template {tname} not found")
+            continue
+        try:
+            cands = t.materialise_many([s.param_dict for s in specs], regions[n])
+        except Exception as e:
+            cands = [e] * len(specs)
+        for s, c in zip(specs, cands):
+            built[(n, s.id)] = c
+    for n in regions:
+        fb = catalogs[n].fallback
+        built[(n, fb.id)] = find_template(fb.template, regions[n]).materialise({}, regions[n])
+
+    # 6. measure
+    trials_by: dict[str, list[Trial]] = {n: [] for n in regions}
+    cands_by: dict[str, dict[str, Candidate]] = {n: {} for n in regions}
+    trace: list[dict[str, Any]] = []
+
+    def measure(n: str, s: CandidateSpec, index: int | None) -> Trial:
+        r = regions[n]
+        c = built.get((n, s.id))
+        tr = Trial(s.id, s.template, s.lang, dict(s.params), list(s.fuses), "ok", measurement=index)
+        if isinstance(c, Exception) or c is None:
+            tr.status, tr.reason = "build_error", str(c)[:500]
+            return tr
+        tr.build_s = round(c.build_seconds, 3)
+        fused = bool(s.fuses)
+        ok, err, msg = validate_check(c.fn, r, weights, fused=fused, trials=trials, seed=seed + 17)
+        tr.max_abs_err = err if err != float("inf") else None
+        if not ok:
+            tr.status, tr.reason = "invalid", msg
+            return tr
+        try:
+            arg_sets = [make_args(r, weights, fused=fused, seed=seed + 1, trial=0, layer=i) for i in range(n_sets)]
+            tm = time_region(c.fn, arg_sets, device=device, budget_s=timing_budget_s)
+            tr.median_ms = tm.median_ms
+        except NotCapturable as e:
+            tr.status, tr.reason = "not_capturable", str(e)
+            return tr
+        except Exception as e:
+            tr.status, tr.reason = "error", f"{type(e).__name__}: {str(e)[:300]}"
+            return tr
+        cands_by[n][s.id] = c
+        return tr
+
+    def best(n: str, fused: bool | None = None) -> Trial | None:
+        ok = [t for t in trials_by[n] if t.status == "ok" and t.median_ms is not None
+              and (fused is None or bool(t.fuses) == fused)]
+        return min(ok, key=lambda t: t.median_ms) if ok else None
+
+    def step_estimate() -> float:
+        total = 0.0
+        for n, r in regions.items():
+            if r.kind in FUSED_PAIR and "qk_norm" in regions and "rotary" in regions:
+                continue
+            b = best(n)
+            total += r.count_per_token * (b.median_ms if b else 0.0)
+        if "qk_norm" in regions and "rotary" in regions:
+            rot_plain, qkn, rot_fused = best("rotary", False), best("qk_norm"), best("rotary", True)
+            plain = (rot_plain.median_ms if rot_plain else 0.0) + (qkn.median_ms if qkn else 0.0)
+            opts = [plain] + ([rot_fused.median_ms] if rot_fused else [])
+            total += regions["rotary"].count_per_token * min(opts)
+        return total
+
+    for n in regions:  # the fallback: always measured, not counted
+        tr = measure(n, catalogs[n].fallback, None)
+        trials_by[n].append(tr)
+    trace.append({"measurements": 0, "step_estimate_ms": step_estimate()})
+    for i, (n, s) in enumerate(schedule):
+        tr = measure(n, s, i + 1)
+        trials_by[n].append(tr)
+        trace.append({"measurements": i + 1, "region": n, "candidate": s.id, "status": tr.status,
+                      "ms": tr.median_ms, "step_estimate_ms": step_estimate()})
+
+    # 7. decide
+    decisions: dict[str, RegionDecision] = {}
+    impls: dict[str, Callable] = {}
+    chosen_spec: dict[str, CandidateSpec] = {}
+    for n, r in regions.items():
+        fb = catalogs[n].fallback
+        fb_trial = trials_by[n][0]
+        ra = advice.regions.get(n)
+        pins = force.get(r.kind) or force.get(n)
+        cand_trials = [t for t in trials_by[n][1:] if not t.fuses]
+        valid = [t for t in cand_trials if t.status == "ok" and t.median_ms is not None]
+        pick, why = None, ""
+        fb_ms = fb_trial.median_ms
+        if fb_trial.status != "ok":  # cannot happen unless the reference itself broke
+            why = f"fallback (its own check failed: {fb_trial.reason})"
+        elif pins and any(_match(_trial_spec(t, r.kind), pins) for t in valid):
+            pick = next(t for t in valid if _match(_trial_spec(t, r.kind), pins))
+            why = f"pinned by force={pins!r}; passed the reference check"
+        elif valid:
+            b = min(valid, key=lambda t: t.median_ms)
+            if fb_ms is not None and b.median_ms < fb_ms * (1 - margin):
+                pick = b
+                why = (f"fastest valid: {b.median_ms:.4f} ms vs fallback {fb_ms:.4f} ms "
+                       f"({len(cand_trials)} measured, {len(valid)} valid)")
+            else:
+                why = (f"fallback: no candidate beat PyTorch by >{margin:.0%} (best {b.id} {b.median_ms:.4f} ms "
+                       f"vs {fb_ms:.4f} ms)")
+        elif cand_trials:
+            why = f"fallback: none of {len(cand_trials)} measured candidates was valid"
+        else:
+            why = "fallback: no other candidate survived constraints/advice/budget"
+        t_sel = pick or fb_trial
+        chosen_spec[n] = _trial_spec(t_sel, r.kind)
+        impls[r.kind] = (cands_by[n].get(t_sel.id) or built[(n, fb.id)]).fn
+        rej = rejected[n]
+        decisions[n] = RegionDecision(
+            region=n, kind=r.kind, count_per_token=r.count_per_token, implementation=t_sel.id,
+            template=t_sel.template, lang=t_sel.lang, params=dict(t_sel.params), fuses=list(t_sel.fuses), why=why,
+            fallback_ms=fb_ms, chosen_ms=t_sel.median_ms, label=ra.label if ra else None,
+            risk=list(ra.risk) if ra else [], tried=trials_by[n], rejected=len(rej),
+            rejected_examples=[[i, reason] for i, reason in rej[:5]], pruned=pruned[n],
+            not_measured=max(0, len(queues[n]) - pos[n]),
+        )
+
+    fused_flag = False
+    if "qk_norm" in regions and "rotary" in regions:
+        fz = best("rotary", True)
+        plain_rot = decisions["rotary"].chosen_ms
+        qkn = decisions["qk_norm"].chosen_ms
+        pins = force.get("rotary")
+        pinned_fused = bool(pins and fz and _match(_trial_spec(fz, "rotary"), pins))
+        if fz and plain_rot is not None and qkn is not None and (
+                pinned_fused or fz.median_ms < (plain_rot + qkn) * (1 - margin)):
+            fused_flag = True
+            d = decisions["rotary"]
+            d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
+            d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
+            d.why = (f"fused q/k RMSNorm + rotary: {fz.median_ms:.4f} ms vs {plain_rot:.4f} + {qkn:.4f} ms unfused"
+                     + (" (pinned)" if pinned_fused else ""))
+            impls["rotary"] = cands_by["rotary"][fz.id].fn
+            q = decisions["qk_norm"]
+            q.fused_into = "rotary"
+            q.implementation, q.template, q.lang, q.params = fz.id, fz.template, fz.lang, dict(fz.params)
+            q.chosen_ms = 0.0
+            q.why = f"fused into rotary ({fz.id})"
+            impls["qk_norm"] = None  # not called: the rotary implementation applies the norm
+
+    plan = Plan(
+        model={}, device=device_info.name, batch=next(iter(regions.values())).batch,
+        capacity=next((r.attr("capacity") for r in regions.values() if r.attr("capacity")), 0),
+        advisor=advisor.name, budget=budget, decisions=decisions, measurements=len(schedule),
+        compile_s=time.perf_counter() - t_start, advisor_warnings=list(advice.warnings),
+        advice=advice.to_json() if use_advice else None, trace=trace, versions=software_versions(),
+    )
+    return SelectionResult(plan, {k: v for k, v in impls.items() if v is not None}, fused_flag)
+
+
+def load_cached(plan_json: dict[str, Any], regions: dict[str, Region], weights: RegionWeights) -> SelectionResult | None:
+    """Rebuild the implementation table a cached plan names; each chosen candidate is checked once
+    more against the reference. None if anything is missing or fails (then selection reruns)."""
+    try:
+        plan = Plan.from_json(plan_json)
+    except Exception as e:
+        log.warning("cached plan unreadable: %s", e)
+        return None
+    impls: dict[str, Callable] = {}
+    fused = False
+    for n, r in regions.items():
+        d = plan.decisions.get(n)
+        if d is None:
+            return None
+        if d.fused_into:
+            continue
+        t = find_template(d.template, r)
+        if t is None:
+            return None
+        try:
+            c = t.materialise(dict(d.params), r)
+        except Exception as e:
+            log.warning("cached choice %s for %s no longer builds: %s", d.implementation, n, e)
+            return None
+        if d.lang != "torch":
+            ok, _, msg = validate_check(c.fn, r, weights, fused=bool(d.fuses), trials=1)
+            if not ok:
+                log.warning("cached choice %s for %s fails its check now: %s", d.implementation, n, msg)
+                return None
+        impls[r.kind] = c.fn
+        if r.kind == "rotary" and d.fuses:
+            fused = True
+    plan.cache_hit = True
+    return SelectionResult(plan, impls, fused)
