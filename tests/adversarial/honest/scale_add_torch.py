@@ -1,0 +1,13 @@
+"""Honest: the reference computation, fused into one torch.add call."""
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        return torch.add(y, x, alpha=self.scale)
