@@ -196,7 +196,8 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=as_json)
+    # A wide table when written to a file or pipe (CI logs, the GPU machine); the terminal's otherwise.
+    console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 180)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[last]}"), console=console, transient=False) as bar:
         builds = bar.add_task("build", total=len(items), last="")

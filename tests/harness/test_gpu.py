@@ -110,12 +110,31 @@ def test_side_stream_candidate_is_caught(problem, options):
     assert "side_stream" in verdict.flags
 
 
-def test_side_stream_is_caught_by_the_clock_alone(problem, options, monkeypatch):
-    """Without the static finding, the wall-clock cross-check still sees the hidden work."""
+LIGHT_SIDE_STREAM = '''
+import torch
+import torch.nn as nn
+_stream = None
+class ModelNew(nn.Module):
+    def forward(self, x):
+        global _stream
+        if _stream is None:
+            _stream = torch.cuda.Stream()
+        out = torch.empty_like(x)
+        _stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(_stream):
+            torch.addcmul(torch.ones_like(x), torch.tanh(x), x, out=out)
+        return out
+'''
+
+
+@pytest.mark.parametrize("source", [SIDE_STREAM, LIGHT_SIDE_STREAM], ids=["heavy", "light"])
+def test_side_stream_is_caught_without_the_static_scan(problem, options, monkeypatch, source):
+    """Without the static finding, the stream check and the wall-clock cross-check see the hidden work."""
     import hercules.harness.static_scan as scan
 
     monkeypatch.setattr(scan, "scan_candidate", lambda code, dtype="float32": [])
-    verdict = evaluate(problem, Candidate("side_stream", SIDE_STREAM, "test"), options)
+    verdict = evaluate(problem, Candidate("side_stream", source, "test"), options)
+    assert verdict.status is Status.SUSPICIOUS
     assert "side_stream" in verdict.flags, verdict.error
 
 

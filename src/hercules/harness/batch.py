@@ -20,7 +20,7 @@ from pathlib import Path
 
 from hercules.harness import build as build_mod
 from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device
-from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout
+from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, private_dir
 from hercules.harness.records import Verdict, verdict_from_json
 from hercules.problems.model import Candidate, Problem
 from hercules.store import ResultStore
@@ -70,15 +70,16 @@ def prebuild(items: Sequence[BenchItem], options: EvalOptions, jobs: int,
             return None
         folder = item_dir(options.artifacts_dir, item) if options.artifacts_dir else options.cache_dir
         started = time.perf_counter()
-        worker = Worker.start("candidate", folder / "prebuild.log", env=plan.env, cwd=folder)
-        try:
-            reply = worker.request("import", options.build_timeout_s, code=item.candidate.code,
-                                   path=str(folder / "candidate.py"), device=str(device))
-            error = None if reply.get("ok") else reply.get("error")
-        except (WorkerDied, WorkerTimeout) as exc:
-            error = str(exc)
-        finally:
-            worker.close()
+        with private_dir("hercules-prebuild-") as sandbox:
+            worker = Worker.start("candidate", folder / "prebuild.log", env=plan.env, cwd=sandbox)
+            try:
+                reply = worker.request("import", options.build_timeout_s, code=item.candidate.code,
+                                       path=str(sandbox / "candidate.py"), device=str(device))
+                error = None if reply.get("ok") else reply.get("error")
+            except (WorkerDied, WorkerTimeout) as exc:
+                error = str(exc)
+            finally:
+                worker.close()
         # Wall time of the whole build (worker start, import, compile); kept for throughput reports.
         record = {"seconds": time.perf_counter() - started, "error": error, "cache_key": plan.cache_key}
         (folder / "prebuild.json").write_text(json.dumps(record))

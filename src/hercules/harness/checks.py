@@ -80,7 +80,9 @@ def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torc
     finite = torch.isfinite(truth)
     bad = ~torch.isfinite(cand) & finite
     if bad.any():
-        result.fail(f"{where}: {int(bad.sum())} NaN/Inf values where the reference is finite")
+        # NaN is what the allocator was poisoned with: most often memory the candidate never wrote.
+        poisoned = Flag.FOREIGN_MEMORY if torch.isnan(cand[bad]).any() else None
+        result.fail(f"{where}: {int(bad.sum())} NaN/Inf values where the reference is finite", poisoned)
         return
     if not torch.equal(cand[~finite].nan_to_num(), truth[~finite].nan_to_num()):
         result.fail(f"{where}: non-finite values differ from the reference")

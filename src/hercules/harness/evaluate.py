@@ -26,7 +26,7 @@ import torch
 from hercules.harness import build as build_mod
 from hercules.harness.baselines import available_baselines
 from hercules.harness.checks import Comparison, compare_outputs, is_downcast, tolerance_for
-from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout
+from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, private_dir
 from hercules.harness.records import (
     BuildResult, CheckResult, Flag, Speedups, Status, TimingResult, Verdict,
 )
@@ -174,33 +174,37 @@ class _Evaluation:
                                      error=missing)
             return self._verdict(Status.SKIPPED, missing)
 
-        reference = candidate = None
-        try:
-            reference = Worker.start("reference", self.workdir / "reference.log")
-            candidate = Worker.start("candidate", self.workdir / "build.log", env=plan.env, cwd=self.workdir)
-            return self._run(reference, candidate, plan)
-        except _Abort as abort:
-            if candidate is not None and self.build is None:
-                self.build = BuildResult(ok=False, seconds=0.0, cache_key=plan.cache_key, language=plan.language,
-                                         log=candidate.log_tail(), error=abort.error)
-            return self._verdict(abort.status, abort.error)
-        finally:
-            for worker in (candidate, reference):
-                if worker is not None:
-                    worker.close()
+        (self.workdir / "problem.py").write_text(self.problem.code)
+        (self.workdir / "candidate.py").write_text(self.candidate.code)
+        with private_dir("hercules-candidate-") as sandbox:
+            self.sandbox = sandbox
+            reference = candidate = None
+            try:
+                reference = Worker.start("reference", self.workdir / "reference.log")
+                candidate = Worker.start("candidate", self.workdir / "build.log", env=plan.env, cwd=sandbox)
+                return self._run(reference, candidate, plan)
+            except _Abort as abort:
+                if candidate is not None and self.build is None:
+                    self.build = BuildResult(ok=False, seconds=0.0, cache_key=plan.cache_key,
+                                             language=plan.language, log=candidate.log_tail(), error=abort.error)
+                return self._verdict(abort.status, abort.error)
+            finally:
+                for worker in (candidate, reference):
+                    if worker is not None:
+                        worker.close()
 
     def _run(self, reference: Worker, candidate: Worker, plan: build_mod.BuildPlan) -> Verdict:
         opts = self.options
         init_seed = secrets.randbits(31)
         setup = _answer(reference, "setup", opts.run_timeout_s, Status.RUNTIME_ERROR, "reference setup",
-                        code=self.problem.code, path=str(self.workdir / "problem.py"),
+                        code=self.problem.code,
                         device=str(self.device), dtype=self.problem.dtype_name, init_seed=init_seed)
         self.param_bytes = int(setup["param_bytes"])
 
         was_cached = plan.cached
         try:
             built = _answer(candidate, "build", opts.build_timeout_s, Status.BUILD_ERROR, "build",
-                            code=self.candidate.code, path=str(self.workdir / "candidate.py"),
+                            code=self.candidate.code, path=str(self.sandbox / "candidate.py"),
                             device=str(self.device), dtype=self.problem.dtype_name,
                             init_inputs=setup["init_inputs"], init_seed=init_seed)
         except _Abort as abort:
@@ -292,15 +296,16 @@ class _Evaluation:
         # worker, bracketed here. Neither a side stream nor a patched timer can shrink this. On the
         # CPU there are no streams and perf_counter already is a wall clock, so it is only recorded.
         calls = int(min(5000, max(3, math.ceil(100.0 / max(timing.median_ms, 1e-3)))))
-        wall = self._parent_wall_ms(candidate, calls)
-        limit = WALL_RATIO_LIMIT * timing.median_ms + WALL_SLACK_MS
-        if self.device.type == "cuda" and wall > limit:
-            wall = min(wall, self._parent_wall_ms(candidate, calls))  # a busy host is not a verdict
+        wall, enqueue = self._parent_wall_ms(candidate, calls)
+        if self.device.type == "cuda" and self._hidden_work(timing.median_ms, wall, enqueue):
+            wall, enqueue = min((wall, enqueue), self._parent_wall_ms(candidate, calls))  # busy host?
         self.timing = replace(timing, wall_ms=wall)
-        if self.device.type == "cuda" and wall > limit:
-            self.flags.add(Flag.SIDE_STREAM.value)
-            self.notes.append(f"timed {timing.median_ms:.4f} ms per call on the stream, but "
-                              f"{wall:.4f} ms per call by the wall clock after a device-wide synchronise")
+        if self.device.type == "cuda":
+            if self._hidden_work(timing.median_ms, wall, enqueue):
+                self.flags.add(Flag.SIDE_STREAM.value)
+                self.notes.append(f"timed {timing.median_ms:.4f} ms per call on the stream, but "
+                                  f"{wall:.4f} ms per call by the wall clock after a device-wide synchronise")
+            self._check_streams(candidate)
 
         # Fresh values written into the buffers used while timing: a result cached by address or
         # shape now returns stale outputs.
@@ -324,14 +329,37 @@ class _Evaluation:
                 return False
         return True
 
-    def _parent_wall_ms(self, candidate: Worker, calls: int) -> float:
+    def _parent_wall_ms(self, candidate: Worker, calls: int) -> tuple[float, float]:
+        """(wall, enqueue) per call: wall on this process's clock, enqueue as the worker saw it."""
         timeout = self.options.run_timeout_s
         ping = time.perf_counter()
         _answer(candidate, "ping", timeout, Status.RUNTIME_ERROR, "wall check")
         overhead_ms = (time.perf_counter() - ping) * 1e3
         start = time.perf_counter()
-        _answer(candidate, "burst", timeout, Status.RUNTIME_ERROR, "wall check", calls=calls)
-        return max(0.0, (time.perf_counter() - start) * 1e3 - overhead_ms) / calls
+        reply = _answer(candidate, "burst", timeout, Status.RUNTIME_ERROR, "wall check", calls=calls)
+        wall = max(0.0, (time.perf_counter() - start) * 1e3 - overhead_ms) / calls
+        return wall, float(reply["enqueue_ms"])
+
+    @staticmethod
+    def _hidden_work(event_ms: float, wall_ms: float, enqueue_ms: float) -> bool:
+        """The device stayed busy long after the host issued everything, with events seeing little.
+
+        A host-bound candidate (Python overhead) also has wall >> events, but then the host is busy
+        issuing the whole time (enqueue close to wall), so it is not mistaken for hidden work.
+        """
+        return wall_ms > WALL_RATIO_LIMIT * event_ms + WALL_SLACK_MS and enqueue_ms < 0.5 * wall_ms
+
+    def _check_streams(self, candidate: Worker) -> None:
+        try:
+            reply = candidate.request("streams", self.options.run_timeout_s)
+        except (WorkerDied, WorkerTimeout):
+            return
+        if not reply.get("ok"):
+            self.notes.append(f"stream check unavailable: {reply.get('error', '')[:200]}")
+            return
+        if reply["other"]:
+            self.flags.add(Flag.SIDE_STREAM.value)
+            self.notes.append(f"kernels on streams other than the current one: {', '.join(reply['names'][:3])}")
 
     def _baselines(self, reference: Worker) -> dict[str, float | None]:
         names = self.options.baselines or available_baselines(self.device)

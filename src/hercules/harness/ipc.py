@@ -8,18 +8,33 @@ log file, so a candidate that prints can never reach the parent's output.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any
 
 import torch
+
+
+@contextlib.contextmanager
+def private_dir(prefix: str) -> Iterator[Path]:
+    """A fresh, empty working folder for an untrusted worker, removed afterwards: the candidate's
+    file and working directory hold nothing of the problem, the run folder or other candidates."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class WorkerDied(Exception):

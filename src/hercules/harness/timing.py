@@ -78,14 +78,25 @@ def _summarise(samples: list[float]) -> dict[str, float]:
     }
 
 
-def wall_per_call_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device, calls: int) -> float:
-    """Back-to-back calls bracketed by device-wide synchronisation, read off the host clock."""
+def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device, calls: int) -> tuple[float, float]:
+    """Back-to-back calls bracketed by device-wide synchronisation, read off the host clock.
+
+    Returns (wall, enqueue) per call: wall runs until the device is idle, enqueue until the host
+    has issued the last call. A host that waits long for the device after issuing everything
+    while the events saw little work means the work ran where the events did not look.
+    """
     _sync(device)
     start = _perf_counter()
     for i in range(calls):
         fn(*arg_sets[i % len(arg_sets)])
+    issued = _perf_counter()
     _sync(device)
-    return (_perf_counter() - start) * 1e3 / calls
+    end = _perf_counter()
+    return (end - start) * 1e3 / calls, (issued - start) * 1e3 / calls
+
+
+def wall_per_call_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device, calls: int) -> float:
+    return burst_ms(fn, arg_sets, device, calls)[0]
 
 
 def time_callable(

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+import types
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -55,6 +56,15 @@ def load_module(code: str, path: Path, module_name: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def load_module_from_memory(code: str, module_name: str):
+    """The problem never touches the disk, so no candidate can find and read it there."""
+    module = types.ModuleType(module_name)
+    module.__file__ = f"<{module_name}>"
+    sys.modules[module_name] = module
+    exec(compile(code, module.__file__, "exec"), module.__dict__)
     return module
 
 
@@ -114,7 +124,7 @@ class ReferenceWorker:
     def op_setup(self, msg):
         self.device = torch.device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
-        self.module = load_module(msg["code"], Path(msg["path"]), "hercules_problem")
+        self.module = load_module_from_memory(msg["code"], "hercules_problem")
         torch.manual_seed(msg["init_seed"])
         self.init_inputs = list(self.module.get_init_inputs())
         self.model = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype)
@@ -294,8 +304,42 @@ class CandidateWorker:
 
     def op_burst(self, msg):
         with torch.no_grad():
-            per_call = _timing.wall_per_call_ms(self.model, self.timing_sets, self.device, msg["calls"])
-        return {"wall_ms": per_call}
+            wall, enqueue = _timing.burst_ms(self.model, self.timing_sets, self.device, msg["calls"])
+        return {"wall_ms": wall, "enqueue_ms": enqueue}
+
+    def op_streams(self, msg):
+        """CUDA streams the candidate's kernels ran on, from the profiler's kernel records.
+
+        A marker kernel launched on the current stream first names that stream; any kernel of the
+        forward on another stream is work that events on the current stream cannot see.
+        """
+        import json
+        import tempfile
+
+        from torch.profiler import ProfilerActivity, profile
+
+        args = (self.timing_sets or self.trial_sets)[0]
+        marker = torch.empty(1, device=self.device)
+        synchronize(self.device)
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            marker.fill_(1.0)
+            self.model(*args)
+            synchronize(self.device)
+        handle, name = tempfile.mkstemp(suffix=".json")
+        os.close(handle)
+        try:
+            prof.export_chrome_trace(name)
+            events = json.loads(Path(name).read_text()).get("traceEvents", [])
+        finally:
+            os.unlink(name)
+        kernels = sorted((e for e in events if e.get("cat") == "kernel" and "stream" in e.get("args", {})),
+                         key=lambda e: e.get("ts", 0))
+        if not kernels:
+            return {"current": None, "other": [], "kernels": 0}
+        current = kernels[0]["args"]["stream"]
+        other = sorted({k["args"]["stream"] for k in kernels[1:] if k["args"]["stream"] != current})
+        names = sorted({k.get("name", "")[:80] for k in kernels[1:] if k["args"]["stream"] != current})
+        return {"current": current, "other": other, "kernels": len(kernels) - 1, "names": names[:5]}
 
     def op_revalidate(self, msg):
         """Write fresh values into the very buffers used during timing, then run again."""

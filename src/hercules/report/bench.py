@@ -95,7 +95,7 @@ def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> 
     console.print(table)
     summary = summarize(as_rows(rows))
     console.print(f"correct: {fmt.rate(summary.correctness_rate)}   "
-                  + "   ".join(f"fast_{fmt.p_label(p)}: {fmt.rate(e)} (eager) {fmt.rate(b)} (best)"
+                  + "   ".join(f"{fmt.p_label(p)}: {fmt.rate(e)} (eager) {fmt.rate(b)} (best)"
                              for (p, e), (_, b) in zip(summary.fast_eager, summary.fast_best)))
     console.print(f"speedup vs eager: mean {fmt.speedup(summary.eager.mean)}, median {fmt.speedup(summary.eager.median)}, "
                   f"geomean {fmt.speedup(summary.eager.geomean)};  vs best: geomean {fmt.speedup(summary.best.geomean)}")
