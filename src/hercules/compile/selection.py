@@ -280,8 +280,11 @@ def select(
         ordered, pr = adv_mod.order_candidates(cat, ra, seed=seed)
         pins = force.get(cat.region.kind) or force.get(name)
         if pins:
-            pinned = [s for s in ordered[1:] if _match(s, pins)]
+            # a pin names a template (its first point in advised order) or an exact candidate id
+            pinned = [s for s in ordered[1:] if _match(s, pins)][:1]
             ordered = [ordered[0], *pinned, *[s for s in ordered[1:] if s not in pinned]]
+            if not pinned:
+                advice.warnings.append(f"force: nothing in region {name!r} matches {pins!r} (after constraints)")
         queues[name] = ordered[1:]
         pruned[name] = len(pr)
 
@@ -292,7 +295,7 @@ def select(
     # pinned candidates are measured first, outside the budget
     for n in importance:
         pins = force.get(regions[n].kind) or force.get(n)
-        while pins and pos[n] < len(queues[n]) and _match(queues[n][pos[n]], pins):
+        if pins and pos[n] < len(queues[n]) and _match(queues[n][pos[n]], pins):
             schedule.append((n, queues[n][pos[n]]))
             pos[n] += 1
     n_pinned = len(schedule)

@@ -41,7 +41,8 @@ def spread(items: list, k: int) -> list:
     return [items[i] for i in idx]
 
 
-def run(lang: str, device: str, dtype: str, per_template: int, batches=(1, 2), capacity: int = 48) -> dict:
+def run(lang: str, device: str, dtype: str, per_template: int, batches=(1, 2), capacity: int = 48,
+        templates: tuple[str, ...] = (), kinds: tuple[str, ...] = (), trials: int = 2) -> dict:
     dev = DeviceInfo.detect(device)
     results = []
     for arch, kw in TINY_SPECS.items():
@@ -50,10 +51,10 @@ def run(lang: str, device: str, dtype: str, per_template: int, batches=(1, 2), c
             regions = derive_regions(spec, batch=batch, capacity=capacity)
             weights = RegionWeights(None, spec, device=device, seed=1)
             for t in ALL_TEMPLATES:
-                if t.lang != lang:
+                if t.lang != lang or (templates and t.name not in templates):
                     continue
                 for region in regions.values():
-                    if not t.applies(region):
+                    if not t.applies(region) or (kinds and region.kind not in kinds):
                         continue
                     space = [p for p in t.space(region) if not constraint_check(t, p, region, dev)]
                     chosen = spread(space, per_template)
@@ -76,7 +77,7 @@ def run(lang: str, device: str, dtype: str, per_template: int, batches=(1, 2), c
                         else:
                             fused = bool(cand.spec.fuses)
                             t0 = time.perf_counter()
-                            ok, err, msg = check(cand.fn, region, weights, fused=fused, trials=3)
+                            ok, err, msg = check(cand.fn, region, weights, fused=fused, trials=trials)
                             row.update(ok=ok, max_abs_err=err, error=msg or None,
                                        seconds=round(time.perf_counter() - t0, 3))
                         results.append(row)
@@ -92,9 +93,14 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--per-template", type=int, default=2)
     ap.add_argument("--batches", default="1,2")
+    ap.add_argument("--templates", default="", help="comma-separated template names (default: all)")
+    ap.add_argument("--regions", default="", help="comma-separated region kinds (default: all)")
+    ap.add_argument("--trials", type=int, default=2)
     a = ap.parse_args(argv)
     torch.manual_seed(0)
-    out = run(a.lang, a.device, a.dtype, a.per_template, tuple(int(b) for b in a.batches.split(",")))
+    out = run(a.lang, a.device, a.dtype, a.per_template, tuple(int(b) for b in a.batches.split(",")),
+              templates=tuple(t for t in a.templates.split(",") if t),
+              kinds=tuple(k for k in a.regions.split(",") if k), trials=a.trials)
     print(json.dumps(out, default=str))
     return 0 if out["failed"] == 0 else 1
 
