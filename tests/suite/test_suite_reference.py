@@ -184,44 +184,50 @@ def test_candidate_source_is_honest_in_form(pair: tuple[str, Path]):
 # Candidates: numerical check on the CPU (PyTorch, and Triton through the interpreter)
 
 
-def _run_selfcheck(problem: str, paths: list[Path], *extra: str, interpret: bool) -> dict[str, dict]:
+def _run_selfcheck(pairs: list[tuple[str, Path]], *extra: str, interpret: bool) -> dict[str, dict]:
+    """One ``python -m hercules.suite.selfcheck`` process for several (problem, candidate) pairs;
+    results keyed ``problem/candidate``. A pair with no result line gets the process's stderr."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    env.setdefault("OMP_NUM_THREADS", "1")  # several checks run side by side on a small machine
-    proc = subprocess.run(
-        [sys.executable, "-m", "hercules.suite.selfcheck", problem, *map(str, paths), *extra],
-        capture_output=True, text=True, env=env, timeout=600,
-    )
+    env["OMP_NUM_THREADS"] = "1"  # the checks run side by side on a small machine
+    cmd = [sys.executable, "-m", "hercules.suite.selfcheck", *extra]
+    for problem, path in pairs:
+        cmd += ["--pair", problem, str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             res = json.loads(line)
-            results[res["candidate"]] = res
-    for path in paths:
-        results.setdefault(path.stem, {"ok": False, "error": (proc.stderr or proc.stdout)[-4000:]})
+            results[f"{res['problem']}/{res['candidate']}"] = res
+    for pair in pairs:
+        results.setdefault(_id(pair), {"ok": False, "error": (proc.stderr or proc.stdout)[-4000:]})
     return results
 
 
 @lru_cache(maxsize=None)
-def _numerical_results() -> dict[str, dict]:
-    """Run every problem's PyTorch and Triton candidates, problems side by side, once."""
-    by_problem: dict[str, list[Path]] = {}
-    for problem, path in RUNNABLE:
-        by_problem.setdefault(problem, []).append(path)
-    results: dict[str, dict] = {}
+def _subprocess_results() -> dict[str, dict[str, dict]]:
+    """Every subprocess check, run once and side by side: the PyTorch and Triton candidates
+    against their references under the Triton interpreter, and the Triton candidates' GPU code
+    compiled for sm_90. Returns {"numerical": {...}, "compile": {...}}."""
+    jobs = []
+    for k in range(WORKERS):
+        jobs.append(("numerical", RUNNABLE[k::WORKERS], (), True))
+    for k in range(WORKERS):
+        jobs.append(("compile", TRITON[k::WORKERS], ("--compile-triton",), False))
+    out: dict[str, dict[str, dict]] = {"numerical": {}, "compile": {}}
     with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {p: pool.submit(_run_selfcheck, p, paths, interpret=True) for p, paths in by_problem.items()}
-        for problem, fut in futures.items():
-            for cand, res in fut.result().items():
-                results[f"{problem}/{cand}"] = res
-    return results
+        futures = [(kind, pool.submit(_run_selfcheck, pairs, *extra, interpret=interp))
+                   for kind, pairs, extra, interp in jobs if pairs]
+        for kind, fut in futures:
+            out[kind].update(fut.result())
+    return out
 
 
 @pytest.mark.parametrize("pair", RUNNABLE, ids=_id)
 def test_candidate_matches_reference_on_cpu(pair: tuple[str, Path]):
-    res = _numerical_results()[_id(pair)]
+    res = _subprocess_results()["numerical"][_id(pair)]
     assert res["ok"], json.dumps(res, indent=1)[:6000]
 
 
@@ -229,27 +235,10 @@ def test_candidate_matches_reference_on_cpu(pair: tuple[str, Path]):
 # Triton candidates: the GPU code path compiles for sm_90 (no GPU needed)
 
 
-@lru_cache(maxsize=None)
-def _triton_compile_results() -> dict[str, dict]:
-    by_problem: dict[str, list[Path]] = {}
-    for problem, path in TRITON:
-        by_problem.setdefault(problem, []).append(path)
-    results: dict[str, dict] = {}
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {
-            p: pool.submit(_run_selfcheck, p, paths, "--compile-triton", interpret=False)
-            for p, paths in by_problem.items()
-        }
-        for problem, fut in futures.items():
-            for cand, res in fut.result().items():
-                results[f"{problem}/{cand}"] = res
-    return results
-
-
 @pytest.mark.parametrize("pair", TRITON, ids=_id)
 def test_triton_candidate_compiles_for_sm90(pair: tuple[str, Path]):
     pytest.importorskip("triton")
-    res = _triton_compile_results()[_id(pair)]
+    res = _subprocess_results()["compile"][_id(pair)]
     assert res["ok"], res.get("error")
     problem = pair[0]
     meta = validate_problem_code((suite_dir() / "problems" / f"{problem}.py").read_text(), problem)
@@ -331,35 +320,55 @@ def _nvcc() -> str | None:
     return None
 
 
-def _compile_cuda_candidate(path: Path, workdir: Path) -> tuple[int, str]:
-    """Compile the candidate's sources as ``load_inline`` would lay them out, with the flags
-    torch's cpp_extension passes to nvcc (sm_90). The cpp_sources declarations are put before the
-    CUDA source and each bound function's address is taken, so a declaration that does not match
+def _cuda_translation_unit(paths: list[Path]) -> str:
+    """One CUDA file holding every candidate's sources, each in a namespace of its own, laid out
+    as ``load_inline`` lays out one (torch/types.h, cuda.h, cuda_runtime.h, then the
+    cpp_sources declarations and the cuda_sources). Headers are parsed once, which turns minutes
+    of nvcc time into well under one; ``#line`` directives make errors name the candidate file.
+    Each bound function's address is taken, so a declaration in cpp_sources that does not match
     its definition fails to compile."""
+    includes = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+    bodies = []
+    for i, path in enumerate(paths):
+        args = load_inline_arguments(path)
+        parts = []
+        for label in ("cpp_sources", "cuda_sources"):
+            text = _as_text(args.get(label, ""))
+            lines = text.splitlines()
+            for j, line in enumerate(lines):
+                if line.lstrip().startswith("#include"):
+                    includes.append(line.strip())  # hoisted: a header is parsed once, outside any namespace
+                    lines[j] = ""
+            parts.append(f'#line 1 "{path.parent.name}/{path.name}:{label}"\n' + "\n".join(lines))
+        bound = "\n".join(f"[[maybe_unused]] static auto* bound_{k} = &{fn};" for k, fn in enumerate(args["functions"]))
+        bodies.append(f"namespace suite_candidate_{i} {{\n" + "\n".join(parts) + f"\n{bound}\n}}\n")
+    unique = list(dict.fromkeys(includes))
+    return "\n".join(unique) + "\n" + "\n".join(bodies)
+
+
+def _compile_cuda(paths: list[Path], workdir: Path) -> tuple[int, str]:
+    """Compile the candidates' CUDA sources for sm_90 with the flags torch's cpp_extension gives
+    nvcc (its COMMON_NVCC_FLAGS, -std=c++20, the candidate's extra_cuda_cflags)."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
 
-    args = load_inline_arguments(path)
     stub = workdir / "stub"
-    body = [
-        "#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>",
-        _as_text(args.get("cpp_sources", "")),
-        _as_text(args["cuda_sources"]),
-        "namespace hercules_suite_check {",
-        *[f"[[maybe_unused]] static auto* bound_{i} = &::{fn};" for i, fn in enumerate(args["functions"])],
-        "}",
-    ]
-    src = workdir / f"{args['name']}.cu"
-    src.write_text("\n".join(body) + "\n")
+    for rel, text in _STUB_HEADERS.items():
+        target = stub / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("#pragma once\n" + text + "\n")
+    extra = list(dict.fromkeys(f for path in paths for f in load_inline_arguments(path).get("extra_cuda_cflags", [])))
+    src = workdir / "suite_cuda_candidates.cu"
+    src.write_text(_cuda_translation_unit(paths))
     cmd = [
         _nvcc(), "-c", str(src), "-o", str(src.with_suffix(".o")),
-        f"-DTORCH_EXTENSION_NAME={args['name']}", "-DTORCH_API_INCLUDE_EXTENSION_H",
-        f"-I{stub}", *[f"-isystem{p}" for p in include_paths()],
+        "-DTORCH_EXTENSION_NAME=suite_cuda_candidates", "-DTORCH_API_INCLUDE_EXTENSION_H",
+        f"-I{stub}", *[a for p in include_paths() for a in ("-isystem", p)],
         *COMMON_NVCC_FLAGS, "--compiler-options", "-fPIC", "-std=c++20",
-        "-gencode=arch=compute_90,code=sm_90", *args.get("extra_cuda_cflags", []),
-        "-diag-suppress=3306",
+        "-gencode=arch=compute_90,code=sm_90", *extra,
+        "-diag-suppress=3306",  # torch headers: bit-field initialisers
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    return proc.returncode, (proc.stdout + proc.stderr)[-6000:]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    return proc.returncode, (proc.stdout + proc.stderr)[-12000:]
 
 
 @pytest.mark.slow
@@ -369,11 +378,18 @@ def test_cuda_candidates_compile_for_sm90():
     if not CUDA:
         pytest.skip("no CUDA candidates")
     with tempfile.TemporaryDirectory() as tmp:
-        for rel, text in _STUB_HEADERS.items():
-            target = Path(tmp) / "stub" / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text("#pragma once\n" + text + "\n")
-        with ThreadPoolExecutor(WORKERS) as pool:
-            outcomes = list(pool.map(lambda pair: (pair, _compile_cuda_candidate(pair[1], Path(tmp))), CUDA))
-    failures = [f"{_id(pair)}:\n{log}" for pair, (rc, log) in outcomes if rc != 0]
-    assert not failures, "\n\n".join(failures)
+        rc, log = _compile_cuda([path for _, path in CUDA], Path(tmp))
+    assert rc == 0, log
+
+
+# ----------------------------------------------------------------------------------------------
+# On a GPU machine: every candidate (CUDA ones included) against its reference on the device
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", CANDIDATES, ids=_id)
+def test_candidate_matches_reference_on_gpu(pair: tuple[str, Path]):
+    # One process per candidate: an illegal memory access poisons a CUDA context for good.
+    res = _run_selfcheck([pair], "--device", "cuda", interpret=False)[_id(pair)]
+    assert res["ok"], json.dumps(res, indent=1)[:6000]

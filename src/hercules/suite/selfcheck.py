@@ -8,9 +8,10 @@ on a machine without a GPU, set before triton is imported, so run this as a fres
     TRITON_INTERPRET=1 python -m hercules.suite.selfcheck PROBLEM CANDIDATE_FILE [--device cpu]
 
 It prints one JSON object per line. With ``--compile-triton`` (and *without* TRITON_INTERPRET) it
-instead runs the candidate's forward on fake CUDA tensors (``FakeTensorMode``, no GPU needed),
-captures each Triton launch and compiles that kernel for sm_90 to PTX and cubin with Triton's own
-compiler, so the GPU code path (not the interpreter's) is at least known to compile.
+instead runs the candidate's forward so that it takes its CUDA branch (CPU tensors that report
+``is_cuda``; no GPU needed), captures each Triton launch, specialises it as Triton's JIT would
+(constexprs, 16-byte divisibility) and compiles it for sm_90 to PTX and cubin, so the GPU code
+path, not the interpreter's, is at least known to compile, pipeline and use tensor cores.
 """
 
 from __future__ import annotations
@@ -111,123 +112,127 @@ def check_candidate(problem_path: Path, candidate_path: Path, seed: int = 0, dev
     return result
 
 
-_TRITON_TYPES = {
-    torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64",
-    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
-    torch.uint8: "u8", torch.bool: "i1",
-}
+class _DevicePointer:
+    """Stands for a CUDA tensor when Triton specialises a launch: its dtype and an address with
+    the alignment a CUDA allocation has (plus the view's offset), which is all Triton reads."""
 
+    def __init__(self, tensor: torch.Tensor):
+        self.dtype = tensor.dtype
+        self._address = (1 << 20) + tensor.storage_offset() * tensor.element_size()
 
-def _triton_signature(fn: Any, args: tuple, kwargs: dict) -> tuple[dict[str, str], dict[str, Any]]:
-    import inspect
-
-    params = {p.name: p for p in fn.params}
-    bound = inspect.signature(fn.fn).bind(*args, **kwargs)
-    bound.apply_defaults()
-    signature: dict[str, str] = {}
-    constexprs: dict[str, Any] = {}
-    for name, value in bound.arguments.items():
-        if params[name].is_constexpr:
-            signature[name] = "constexpr"
-            constexprs[name] = value
-        elif isinstance(value, torch.Tensor):
-            signature[name] = "*" + _TRITON_TYPES[value.dtype]
-        elif isinstance(value, bool):
-            signature[name] = "i1"
-        elif isinstance(value, int):
-            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-        elif isinstance(value, float):
-            signature[name] = "fp32"
-        else:
-            raise TypeError(f"{fn.__name__}: cannot type argument {name}={value!r}")
-    return signature, constexprs
+    def data_ptr(self) -> int:
+        return self._address
 
 
 def compile_triton_candidate(problem_path: Path, candidate_path: Path, arch: int = 90) -> list[dict[str, Any]]:
     """Compile, for a CUDA GPU of compute capability ``arch``, every Triton kernel that the
-    candidate launches on CUDA inputs, without a GPU: the forward runs on fake CUDA tensors and the
-    launches are intercepted (nothing is executed)."""
+    candidate launches on CUDA inputs, without a GPU: the forward takes its CUDA branch on CPU
+    tensors, and each launch is bound, specialised and compiled as Triton's JIT would (not run)."""
     import os
 
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("compile_triton_candidate needs the real Triton JIT: unset TRITON_INTERPRET")
     import triton
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import JITFunction, create_function_from_signature
 
     problem = load_module(problem_path, f"hercules_suite_problem_{Path(problem_path).stem}")
     candidate = load_module(candidate_path)
     dtype = getattr(torch, problem.HERCULES.get("dtype", "float32"))
     compiled: list[dict[str, Any]] = []
 
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+
     def fake_run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
-        options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas") if k in kwargs}
-        signature, constexprs = _triton_signature(self, args, kwargs)
-        kernel = triton.compile(
-            ASTSource(fn=self, signature=signature, constexprs=constexprs),
-            target=GPUTarget("cuda", arch, 32),
-            options=options,
-        )
+        # What JITFunction.run does before it needs a device: bind and specialise the arguments
+        # (constexprs, values equal to 1, 16-byte divisibility), then compile for the target.
+        args = tuple(_DevicePointer(a) if isinstance(a, torch.Tensor) else a for a in args)
+        kwargs = {k: _DevicePointer(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        binder = create_function_from_signature(self.signature, self.params, backend)
+        bound, specialization, options = binder(*args, **kwargs)
+        options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound, specialization, options)
+        kernel = triton.compile(ASTSource(self, signature, constexprs, attrs), target=target, options=options.__dict__)
+        ttgir, ptx = kernel.asm["ttgir"], kernel.asm["ptx"]
         compiled.append({
-            "kernel": self.__name__, "options": options,
-            "ptx_bytes": len(kernel.asm["ptx"]), "cubin_bytes": len(kernel.asm["cubin"]),
+            "kernel": self.__name__,
+            "options": {k: getattr(options, k) for k in ("num_warps", "num_stages")},
+            "ptx_bytes": len(ptx), "cubin_bytes": len(kernel.asm["cubin"]),
             "shared_bytes": kernel.metadata.shared,
-            "mma": "wgmma" if "wgmma" in kernel.asm["ptx"] else ("mma.sync" if "mma.sync" in kernel.asm["ptx"] else None),
+            "mma": "wgmma" if "wgmma" in ptx else ("mma.sync" if "mma.sync" in ptx else None),
+            "async_copies": ttgir.count("async_copy_global_to_local") + ttgir.count("async_tma_copy"),
         })
         return None
 
     saved = JITFunction.run
     JITFunction.run = fake_run  # only in this checking process, never in a candidate
     try:
+        # The forward runs for real on CPU tensors that claim to be CUDA tensors (is_cuda is
+        # patched in this checking process only), so the candidate takes its GPU branch: torch ops
+        # run on the CPU, Triton launches are compiled for the GPU and not run (their outputs stay
+        # uninitialised, which is fine: only shapes, strides, dtypes and alignment matter here).
         torch.manual_seed(0)
-        model = candidate.ModelNew(*problem.get_init_inputs())
-        real_inputs = problem.get_inputs()
-
-        def fake_cuda(t: torch.Tensor) -> torch.Tensor:
-            # Values do not matter (nothing runs); shape, strides and dtype do. A CPU-only torch
-            # cannot move a tensor to CUDA, but FakeTensorMode can make an empty one there.
-            return torch.empty_strided(t.shape, t.stride(), device="cuda",
-                                       dtype=dtype if t.is_floating_point() else t.dtype)
-
-        with FakeTensorMode(), torch.no_grad():
-            model._apply(fake_cuda)
-            inputs = [fake_cuda(x) if isinstance(x, torch.Tensor) else x for x in real_inputs]
+        model = candidate.ModelNew(*problem.get_init_inputs()).to(dtype).eval()
+        inputs = cast_inputs(problem.get_inputs(), dtype, "cpu")
+        torch.Tensor.is_cuda = property(lambda self: True)  # type: ignore[method-assign,assignment]
+        with torch.no_grad():
             model(*inputs)
     finally:
         JITFunction.run = saved
+        if "is_cuda" in torch.Tensor.__dict__:
+            del torch.Tensor.is_cuda  # back to torch's own property
     if not compiled:
         raise RuntimeError(f"{candidate_path}: no Triton kernel was launched on CUDA inputs")
     return compiled
 
 
+def _check_one(problem_path: Path, cand_path: Path, compile_triton: bool, seed: int, device: str) -> dict[str, Any]:
+    if compile_triton:
+        try:
+            kernels = compile_triton_candidate(problem_path, cand_path)
+            return {"problem": problem_path.stem, "candidate": cand_path.stem, "ok": True, "kernels": kernels}
+        except Exception as exc:  # reported as data: this is a checking tool, not a candidate
+            return {"problem": problem_path.stem, "candidate": cand_path.stem, "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}"[-4000:]}
+    try:
+        return check_candidate(problem_path, cand_path, seed=seed, device=device)
+    except Exception as exc:
+        import traceback
+
+        return {"problem": problem_path.stem, "candidate": cand_path.stem, "ok": False,
+                "error": traceback.format_exc()[-4000:]}
+
+
+def _resolve(problem: str, candidate: str) -> tuple[Path, Path]:
+    problem_path = Path(problem)
+    if not problem_path.exists():
+        problem_path = suite_dir() / "problems" / f"{problem}.py"
+    cand_path = Path(candidate)
+    if not cand_path.exists():
+        cand_path = suite_dir() / "candidates" / problem_path.stem / f"{candidate}.py"
+    return problem_path, cand_path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("problem", help="problem name (or path)")
-    parser.add_argument("candidates", nargs="+", help="candidate file paths or names")
+    parser.add_argument("problem", nargs="?", help="problem name (or path)")
+    parser.add_argument("candidates", nargs="*", help="candidate file paths or names")
+    parser.add_argument("--pair", nargs=2, action="append", default=[], metavar=("PROBLEM", "CANDIDATE"),
+                        help="check this (problem, candidate) pair too; repeatable")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile-triton", action="store_true",
                         help="compile the candidates' Triton kernels for sm_90 instead of running them")
     args = parser.parse_args(argv)
-    problem_path = Path(args.problem)
-    if not problem_path.exists():
-        problem_path = suite_dir() / "problems" / f"{args.problem}.py"
+    pairs = [(args.problem, c) for c in args.candidates] if args.problem else []
+    pairs += [tuple(p) for p in args.pair]
+    if not pairs:
+        parser.error("nothing to check: give PROBLEM CANDIDATE... or --pair PROBLEM CANDIDATE")
     failed = 0
-    for cand in args.candidates:
-        cand_path = Path(cand)
-        if not cand_path.exists():
-            cand_path = suite_dir() / "candidates" / problem_path.stem / f"{cand}.py"
-        if args.compile_triton:
-            try:
-                kernels = compile_triton_candidate(problem_path, cand_path)
-                res = {"problem": problem_path.stem, "candidate": cand_path.stem, "ok": True, "kernels": kernels}
-            except Exception as exc:  # reported as data: this is a checking tool, not a candidate
-                res = {"problem": problem_path.stem, "candidate": cand_path.stem, "ok": False,
-                       "error": f"{type(exc).__name__}: {exc}"[-4000:]}
-        else:
-            res = check_candidate(problem_path, cand_path, seed=args.seed, device=args.device)
+    for problem, cand in pairs:
+        problem_path, cand_path = _resolve(problem, cand)
+        res = _check_one(problem_path, cand_path, args.compile_triton, args.seed, args.device)
         failed += not res["ok"]
         print(json.dumps(res), flush=True)
     return 1 if failed else 0

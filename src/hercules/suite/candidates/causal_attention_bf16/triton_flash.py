@@ -3,10 +3,12 @@ one (batch, head), streams K/V tiles up to the diagonal only, and keeps an onlin
 max and sum in fp32), so the (seq x seq) scores never reach memory and the masked upper triangle
 is never loaded.
 
-INTERPRET is true only under the CPU interpreter (TRITON_INTERPRET=1, CPU tensors), which has two
+INTERPRET is true only under the CPU interpreter (TRITON_INTERPRET=1, CPU tensors), which has
 gaps worked around here without changing the maths: its ``tl.dot`` multiplies bf16 tiles as raw
-uint16 bit patterns (so tiles are widened to fp32 first, which is exact), and with NumPy >= 2.4 it
-cannot use a run-time loop bound (so it loops over every tile and skips those past the diagonal).
+uint16 bit patterns (so tiles are widened to fp32 first, which is exact), its fp32 -> bf16
+conversion truncates (so ``_round_to`` rounds to nearest even on the bits first), and with
+NumPy >= 2.4 it cannot use a run-time loop bound (so it loops over every tile and skips those
+past the diagonal).
 On the GPU the loop stops at the diagonal and the dots run on bf16 tensor cores (P is rounded to
 bf16 for the PV product with fp32 accumulation, as in FlashAttention).
 """

@@ -1,9 +1,11 @@
 """Triton candidate: bf16 GEMM (fp32 accumulation) with bias add and exact erf-GELU applied in
 the epilogue, so the (2048, 1536) pre-activation is never written to memory.
 
-Under the CPU interpreter (TRITON_INTERPRET=1), whose ``tl.dot`` multiplies bf16 tiles as raw
-uint16 bit patterns, the tiles are widened to fp32 first (exact: bf16 values are fp32 values);
-on the GPU the dot runs on bf16 tensor cores.
+INTERPRET is true only under the CPU interpreter (TRITON_INTERPRET=1, CPU tensors), which has
+gaps worked around here without changing the maths: its ``tl.dot`` multiplies bf16 tiles as raw
+uint16 bit patterns (so tiles are widened to fp32 first, which is exact) and its fp32 -> bf16
+conversion truncates (so ``_round_to`` rounds to nearest even on the bits first). On the GPU the
+dots run on bf16 tensor cores and the conversions are the hardware's.
 """
 
 import torch
@@ -46,7 +48,7 @@ def _linear_gelu_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K: tl.constexpr,
     # W is (N, K) as nn.Linear stores it; read it as its transpose (K, N).
     w_ptrs = w_ptr + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):  # K is constexpr: a static trip count
+    for k in range(0, tl.cdiv(K, BLOCK_K)):  # static trip count (K is constexpr): the CPU interpreter with NumPy >= 2.4 cannot loop to a run-time bound
         k_left = K - k * BLOCK_K
         a = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(w_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)

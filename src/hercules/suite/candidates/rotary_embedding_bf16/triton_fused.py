@@ -1,6 +1,10 @@
 """Triton candidate: rotary embedding in one pass. Each program rotates ROWS (position, head)
 rows: it reads both halves of x and the matching cos/sin rows once, computes in fp32 and writes
 bf16 once, with no rotate_half copy.
+
+INTERPRET is true only under the CPU interpreter (TRITON_INTERPRET=1), whose fp32 -> bf16
+conversion truncates; ``_round_to`` then rounds to nearest even on the bits first, as the GPU's
+conversion does by itself.
 """
 
 import torch

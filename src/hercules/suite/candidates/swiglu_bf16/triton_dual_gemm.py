@@ -2,9 +2,11 @@
 (sharing every load of x) and writes silu(gate) * up, so neither (1024, 2048) intermediate is
 ever stored. bf16 inputs, fp32 accumulation.
 
-Under the CPU interpreter (TRITON_INTERPRET=1), whose ``tl.dot`` multiplies bf16 tiles as raw
-uint16 bit patterns, the tiles are widened to fp32 first (exact); on the GPU the dots run on bf16
-tensor cores.
+INTERPRET is true only under the CPU interpreter (TRITON_INTERPRET=1, CPU tensors), which has
+gaps worked around here without changing the maths: its ``tl.dot`` multiplies bf16 tiles as raw
+uint16 bit patterns (so tiles are widened to fp32 first, which is exact) and its fp32 -> bf16
+conversion truncates (so ``_round_to`` rounds to nearest even on the bits first). On the GPU the
+dots run on bf16 tensor cores and the conversions are the hardware's.
 """
 
 import torch
@@ -47,7 +49,7 @@ def _swiglu_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K: tl.constexpr,
     w_offs = offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):  # K is constexpr: a static trip count
+    for k in range(0, tl.cdiv(K, BLOCK_K)):  # static trip count (K is constexpr): the CPU interpreter with NumPy >= 2.4 cannot loop to a run-time bound
         k_left = K - k * BLOCK_K
         w_mask = (offs_k[:, None] < k_left) & (offs_n[None, :] < N)
         a = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
