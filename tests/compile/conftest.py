@@ -29,5 +29,10 @@ def cache_dir(tmp_path):
     return tmp_path / "hercules-compile-cache"
 
 
-def prompt(batch: int, length: int, vocab: int = 512, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+@pytest.fixture()
+def llm_server():
+    """A scripted local OpenAI-compatible server on 127.0.0.1 (random port); no real model."""
+    from compile_helpers import ScriptedServer
+
+    with ScriptedServer() as s:
+        yield s

@@ -10,7 +10,7 @@ from hercules.compile import compile_model
 from hercules.compile.reference import Sampling
 from hercules.compile.runtime import DecodeRuntime
 
-from conftest import prompt
+from compile_helpers import prompt
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3"])

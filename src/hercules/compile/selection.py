@@ -80,6 +80,7 @@ class RegionDecision:
     pruned: int = 0
     not_measured: int = 0
     fused_into: str | None = None
+    build_group: list | None = None  # CUDA: the (region, params) items built together with the choice
 
 
 @dataclass
@@ -311,23 +312,43 @@ def select(
         if not progressed:
             break
 
-    # 5. build what the schedule needs (one build per template and region: CUDA points share a module)
+    # 5. build what the schedule needs. Non-CUDA: per (region, template). CUDA: one module per
+    # template across regions (one nvcc run each), the templates' modules built in parallel.
     built: dict[tuple[str, str], Candidate | Exception] = {}
-    groups: dict[tuple[str, str], list[CandidateSpec]] = {}
+    build_groups: dict[tuple[str, str], list[list]] = {}  # (region, id) -> [[region, params], ...]
+    groups: dict[tuple[str, str], list[tuple[str, CandidateSpec]]] = {}
     for n, s in schedule:
-        groups.setdefault((n, s.template), []).append(s)
-    for (n, tname), specs in groups.items():
-        t = find_template(tname, regions[n])
+        key = ("*", s.template) if s.lang == "cuda" else (n, s.template)
+        groups.setdefault(key, []).append((n, s))
+
+    def build_group(key, items):
+        t = find_template(key[1], regions[items[0][0]])
         if t is None:
-            for s in specs:
-                built[(n, s.id)] = KeyError(f"template {tname} not found")
-            continue
+            return [KeyError(f"template {key[1]} not found")] * len(items)
         try:
-            cands = t.materialise_many([s.param_dict for s in specs], regions[n])
+            if hasattr(t, "materialise_items"):
+                return t.materialise_items([(s.param_dict, regions[n]) for n, s in items])
+            return t.materialise_many([s.param_dict for _, s in items], regions[items[0][0]])
         except Exception as e:
-            cands = [e] * len(specs)
-        for s, c in zip(specs, cands):
+            return [e] * len(items)
+
+    cuda_keys = [k for k in groups if k[0] == "*"]
+    if len(cuda_keys) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(4, len(cuda_keys))) as ex:
+            futures = {k: ex.submit(build_group, k, groups[k]) for k in cuda_keys}
+            results = {k: f.result() for k, f in futures.items()}
+    else:
+        results = {k: build_group(k, groups[k]) for k in cuda_keys}
+    for k in groups:
+        if k not in results:
+            results[k] = build_group(k, groups[k])
+    for k, items in groups.items():
+        for (n, s), c in zip(items, results[k]):
             built[(n, s.id)] = c
+            if k[0] == "*":
+                build_groups[(n, s.id)] = [[m, sp.param_dict] for m, sp in items]
     for n in regions:
         fb = catalogs[n].fallback
         built[(n, fb.id)] = find_template(fb.template, regions[n]).materialise({}, regions[n])
@@ -435,6 +456,7 @@ def select(
             risk=list(ra.risk) if ra else [], tried=trials_by[n], rejected=len(rej),
             rejected_examples=[[i, reason] for i, reason in rej[:5]], pruned=pruned[n],
             not_measured=max(0, len(queues[n]) - pos[n]),
+            build_group=build_groups.get((n, t_sel.id)),
         )
 
     fused_flag = False
@@ -450,6 +472,7 @@ def select(
             d = decisions["rotary"]
             d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
             d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
+            d.build_group = build_groups.get(("rotary", fz.id))
             d.why = (f"fused q/k RMSNorm + rotary: {fz.median_ms:.4f} ms vs {plain_rot:.4f} + {qkn:.4f} ms unfused"
                      + (" (pinned)" if pinned_fused else ""))
             impls["rotary"] = cands_by["rotary"][fz.id].fn
@@ -490,7 +513,16 @@ def load_cached(plan_json: dict[str, Any], regions: dict[str, Region], weights: 
         if t is None:
             return None
         try:
-            c = t.materialise(dict(d.params), r)
+            if d.build_group and hasattr(t, "materialise_items"):
+                # rebuild the same module source as at selection: a load from torch's extension cache
+                items = [(dict(p), regions[m]) for m, p in d.build_group if m in regions]
+                built = t.materialise_items(items)
+                idx = next(i for i, (p, m) in enumerate(items) if m is r and p == dict(d.params))
+                c = built[idx]
+                if isinstance(c, Exception):
+                    raise c
+            else:
+                c = t.materialise(dict(d.params), r)
         except Exception as e:
             log.warning("cached choice %s for %s no longer builds: %s", d.implementation, n, e)
             return None

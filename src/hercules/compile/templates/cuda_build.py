@@ -63,6 +63,7 @@ __host__ __forceinline__ bool aligned_to(const void* p, size_t bytes) {
 """
 
 _lock = threading.Lock()
+_name_locks: dict[str, threading.Lock] = {}
 _modules: dict[str, object] = {}
 
 
@@ -91,7 +92,9 @@ def module_name(prefix: str, cuda_body: str) -> str:
 def build(prefix: str, cuda_body: str, declarations: str, functions: list[str], verbose: bool = False):
     """Compile (or load from torch's extension cache) and return the module plus build seconds."""
     name = module_name(prefix, cuda_body)
-    with _lock:
+    with _lock:  # one lock per module: different modules build in parallel threads
+        lock = _name_locks.setdefault(name, threading.Lock())
+    with lock:
         if name in _modules:
             return _modules[name], 0.0
         from torch.utils.cpp_extension import load_inline

@@ -447,19 +447,25 @@ class CudaTemplate(Template):
         return res
 
     def materialise_many(self, params_list, region):
-        rendered = [self.render(p, region) for p in params_list]
-        body = "\n".join(dict.fromkeys(r[0] for r in rendered))
-        decls = "\n".join(dict.fromkeys(r[1] for r in rendered))
-        names = list(dict.fromkeys(r[2] for r in rendered))
+        return self.materialise_items([(p, region) for p in params_list])
+
+    def materialise_items(self, items: list[tuple[dict[str, Any], Region]]) -> list[Candidate | Exception]:
+        """Build points of this template for possibly different regions in ONE module (one nvcc
+        run). The same list of items renders the same source, so it loads from torch's extension
+        cache next time -- the decision cache stores the list for that reason."""
+        rendered = [self.render(p, r) for p, r in items]
+        body = "\n".join(dict.fromkeys(x[0] for x in rendered))
+        decls = "\n".join(dict.fromkeys(x[1] for x in rendered))
+        names = list(dict.fromkeys(x[2] for x in rendered))
         try:
             mod, secs = cuda_build.build(self.entry, body, decls, names)
         except Exception as e:  # one failed build fails every point in it
-            return [RuntimeError(f"build failed: {e}") for _ in params_list]
-        out = []
-        for p, (src, _, name) in zip(params_list, rendered):
+            return [RuntimeError(f"build failed: {str(e)[-2000:]}") for _ in items]
+        out: list[Candidate | Exception] = []
+        for (p, r), (src, _, name) in zip(items, rendered):
             fn = getattr(mod, name)
-            out.append(Candidate(self.spec(p, region), self.wrap(fn, p, region), source=src,
-                                 build_seconds=secs / max(1, len(params_list))))
+            out.append(Candidate(self.spec(p, r), self.wrap(fn, p, r), source=src,
+                                 build_seconds=secs / max(1, len(items))))
         return out
 
 

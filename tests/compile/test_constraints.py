@@ -1,0 +1,119 @@
+"""Candidates are rejected before building, with a reason naming the family."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hercules.compile.constraints import DeviceInfo, check, check_requirements
+from hercules.compile.regions import ModelSpec, TensorSpec, derive_regions
+from hercules.compile.templates import ALL_TEMPLATES, find_template
+from hercules.compile.templates.base import Requirements
+
+H200 = DeviceInfo(type="cuda", name="NVIDIA H200", sm=(9, 0), smem_per_block=48 * 1024,
+                  smem_per_block_optin=227 * 1024, sm_count=132)
+T4 = DeviceInfo(type="cuda", name="Tesla T4", sm=(7, 5), smem_per_block=48 * 1024, smem_per_block_optin=64 * 1024,
+                sm_count=40)
+CPU = DeviceInfo(type="cpu", name="cpu")
+CPU_INTERP = DeviceInfo(type="cpu", name="cpu", triton_interpreter=True)
+
+
+def regions(dtype="bfloat16", batch=1, hidden=2048, head_dim=128, heads=16, kv=8):
+    spec = ModelSpec("qwen3", hidden, 6144, 28, heads, kv, head_dim, 151936, 1e-6, True, dtype, True)
+    return derive_regions(spec, batch=batch, capacity=256)
+
+
+def reasons(template, params, region, dev):
+    return check(find_template(template, region), params, region, dev)
+
+
+def test_cuda_candidate_needs_a_cuda_device():
+    r = regions()["residual_rmsnorm"]
+    rs = reasons("cuda_add_rmsnorm", {"THREADS": 256, "VEC": 8}, r, CPU)
+    assert any(x.startswith("hardware: CUDA C++ candidate needs a CUDA device") for x in rs)
+    assert reasons("cuda_add_rmsnorm", {"THREADS": 256, "VEC": 8}, r, H200) == []
+
+
+def test_triton_needs_gpu_or_interpreter():
+    r = regions()["residual_rmsnorm"]
+    p = {"BLOCK": 2048, "num_warps": 4}
+    assert any("Triton candidate needs a CUDA device" in x for x in reasons("triton_add_rmsnorm", p, r, CPU))
+    assert reasons("triton_add_rmsnorm", p, r, CPU_INTERP) == []
+
+
+def test_sm_version_bf16_needs_sm80():
+    r = regions("bfloat16")["decode_attention"]
+    rs = reasons("cuda_flash_decode", {"WARPS": 4, "SPLITS": 8}, r, T4)
+    assert rs == ["hardware: needs SM 8.0+ (device is SM 7.5)"]
+    r16 = regions("float16")["decode_attention"]
+    assert reasons("cuda_flash_decode", {"WARPS": 4, "SPLITS": 8}, r16, T4) == []
+
+
+def test_shared_memory_limit():
+    # 8 query heads per kv head at head_dim 256, 8 warps: 8*8*258*4 B of static shared memory > 48 KiB
+    r = regions(head_dim=256, heads=64, kv=8)["decode_attention"]
+    rs = reasons("cuda_flash_decode", {"WARPS": 8, "SPLITS": 4}, r, H200)
+    assert any(x.startswith("hardware: shared memory") for x in rs) or any("static shared memory" in x for x in rs)
+    # Triton's dynamic shared memory is checked against the opt-in limit of the device
+    r2 = regions()["decode_attention"]
+    p = {"BLOCK_N": 128, "SPLITS": 4, "num_warps": 8}
+    assert any(x.startswith("hardware: shared memory") for x in reasons("triton_flash_decode", p, r2, T4))
+
+
+def test_register_estimate_rejects_spilling_points():
+    r = regions()["down_proj"]
+    rs = reasons("triton_gemv", {"MODE": "reduce", "BLOCK_N": 128, "BLOCK_K": 256, "SPLIT_K": 1, "num_warps": 2}, r, H200)
+    assert any(x.startswith("hardware: ~") and "registers per thread" in x for x in rs)
+
+
+def test_interface_divisibility_and_layout():
+    r = regions(hidden=2050)["residual_rmsnorm"]  # 2050 is not a multiple of 8
+    rs = reasons("cuda_add_rmsnorm", {"THREADS": 256, "VEC": 8}, r, H200)
+    assert any(x.startswith("interface: hidden % VEC") for x in rs)
+    r = regions(head_dim=96)["rotary"]  # the CUDA rotary keeps rotate-half partners in one lane
+    assert any("head_dim % 64" in x for x in reasons("cuda_qk_rotary", {"WARPS": 4, "HAS_NORM": 1}, r, H200))
+    assert any("power of two" in x for x in reasons("triton_qk_rotary", {"HEADS": 2, "num_warps": 1, "HAS_NORM": 1}, r, H200))
+    # batch limit of the single-row GEMV mode
+    r = regions(batch=4)["o_proj"]
+    rs = reasons("triton_gemv", {"MODE": "reduce", "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1, "num_warps": 4}, r, H200)
+    assert any("batch 4 exceeds" in x for x in rs)
+
+
+def test_interface_contiguity_from_region_strides():
+    r = regions()["rotary"]
+    strided = dataclasses.replace(r, inputs=tuple(
+        TensorSpec(t.name, t.shape, t.dtype, t.stride[:-1] + (2,)) if t.name == "q" else t for t in r.inputs))
+    rs = check_requirements(Requirements(backend="any", last_dim_contiguous=("q",)), strided, H200)
+    assert rs and rs[0].startswith("interface: input 'q' needs unit stride")
+
+
+def test_numerics_family():
+    r32 = regions("float32")["gate_up_silu_mul"]
+    rs = reasons("cuda_swiglu", {"THREADS": 256, "VEC": 4, "FAST_EXP": 1}, r32, H200)
+    assert any(x.startswith("numerics: approximate intrinsics") for x in rs)
+    assert reasons("cuda_swiglu", {"THREADS": 256, "VEC": 4, "FAST_EXP": 0}, r32, H200) == []
+    rbf = regions("bfloat16")["gate_up_silu_mul"]
+    assert reasons("cuda_swiglu", {"THREADS": 256, "VEC": 8, "FAST_EXP": 1}, rbf, H200) == []
+    rs = check_requirements(Requirements(acc_dtype="float16"), rbf, H200)
+    assert rs == ["numerics: accumulation in float16 is not allowed (fp32 accumulation required)"]
+    rs = check_requirements(Requirements(uses_tf32=True), r32, H200)
+    assert rs and rs[0].startswith("numerics: TF32")
+
+
+def test_every_template_declares_requirements_for_its_whole_space():
+    regs = regions()
+    for t in ALL_TEMPLATES:
+        for r in regs.values():
+            if t.applies(r):
+                for p in t.space(r):
+                    assert isinstance(check(t, p, r, H200), list)
+
+
+def test_rejections_are_recorded_in_the_plan(tiny_models, cache_dir):
+    from hercules.compile import compile_model
+
+    dec = compile_model(tiny_models["tiny-llama"], cache_dir=cache_dir)
+    d = dec.plan.decisions["decode_attention"]
+    assert d.rejected > 0  # CUDA and (without the interpreter) Triton points on a CPU
+    assert all(len(x) == 2 and x[1].split(":")[0] in ("interface", "hardware", "numerics") for x in d.rejected_examples)
