@@ -20,7 +20,7 @@ def _run(args: list[str], code: str | None = None, timeout: float = 300) -> subp
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_flash_decode"
+NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_flash_decode,triton_kv_write"
 
 
 @pytest.mark.parametrize("dtype, batches, templates, regions", [
@@ -45,6 +45,7 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
         assert ("triton_qk_rotary", "rotary") in kinds
         assert ("triton_add_rmsnorm", "final_norm") in kinds
         assert ("triton_swiglu", "gate_up_silu_mul") in kinds
+        assert ("triton_kv_write", "kv_write") in kinds
         # fused q/k-norm + rotary was exercised on the Qwen3 shapes
         assert any(r["template"] == "triton_qk_rotary" and r["params"]["HAS_NORM"] == 1 for r in out["results"])
     else:
@@ -67,7 +68,7 @@ def test_decode_with_triton_kernels_pinned_matches_hf_eager(tmp_path):
             ref = m.generate(ids, max_new_tokens=10, do_sample=False)
             force = {{"residual_rmsnorm": "triton_add_rmsnorm", "final_norm": "triton_add_rmsnorm",
                      "rotary": "triton_qk_rotary", "decode_attention": "triton_flash_decode",
-                     "gate_up_silu_mul": "triton_swiglu"}}
+                     "gate_up_silu_mul": "triton_swiglu", "kv_write": "triton_kv_write"}}
             dec = compile_model(m, languages=("torch", "triton"), budget=0, force=force, max_seq_len=32,
                                 step_check=False, batch_size=2, cache_dir=r"{tmp_path}")
             out = dec.generate(ids, 10)
@@ -84,5 +85,6 @@ def test_decode_with_triton_kernels_pinned_matches_hf_eager(tmp_path):
         assert r["plan"]["residual_rmsnorm"].startswith("triton_add_rmsnorm"), r["plan"]
         assert r["plan"]["gate_up_silu_mul"].startswith("triton_swiglu"), r["plan"]
         assert r["plan"]["rotary"].startswith("triton_qk_rotary"), r["plan"]
+        assert r["plan"]["kv_write"].startswith("triton_kv_write"), r["plan"]
     assert res["tiny-qwen3"]["fused"] is True
     assert res["tiny-qwen3"]["plan"]["qk_norm"] == res["tiny-qwen3"]["plan"]["rotary"]

@@ -362,6 +362,9 @@ class RuleAdvisor(Advisor):
                                                 "num_warps": [4]}
                 hints["cuda_flash_decode"] = {"SPLITS": [splits, max(1, splits // 2)], "WARPS": [4, 8]}
                 risk.append("split-K partials must be combined with the running max; empty splits contribute 0")
+            elif r.kind == "kv_write":
+                pri = ["triton_kv_write"]  # one launch for k and v instead of two index_copy_
+                hints["triton_kv_write"] = {"HEADS": [min(8, r.attr("kv_heads"))], "num_warps": [1]}
             elif r.kind == "token_select":
                 risk.append("greedy ties must resolve to the lowest index, as torch.argmax")
             # keep only names/values the catalog actually has (rules are generic)

@@ -96,9 +96,11 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
 @click.option("--temperature", default=1.0, type=float)
 @click.option("--top-k", default=None, type=int)
 @click.option("--top-p", default=None, type=float)
+@click.option("--bandwidth-gbs", default=4240.0, show_default=True, type=float,
+              help="device copy rate for the weights-read roofline (DESIGN.md: H200 4,240 GB/s)")
 def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, languages, cache_dir, no_cache,
                  max_seq_len, seed, threads, as_json, llm_base_url, llm_model, new_tokens, prompt_len,
-                 compare_eager, sample, temperature, top_k, top_p):
+                 compare_eager, sample, temperature, top_k, top_p, bandwidth_gbs):
     """Decode with the compiled model (random prompt), optionally against HF eager."""
     _setup(threads, as_json)
     device = _device(device)
@@ -123,12 +125,19 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
     result = {
         "model": name, "device": device, "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "batch": batch, "prompt_len": prompt_len, "new_tokens": int(new.shape[1]), "sample": bool(sample),
-        "tok_s": batch * new_tokens / secs, "seconds": secs, "compile_s": compile_s,
+        "tok_s": batch * new_tokens / secs, "tok_s_per_sequence": new_tokens / secs, "seconds": secs,
+        "compile_s": compile_s,
         "cache_hit": dec.plan.cache_hit, "plan": dec.plan.implementations(),
         "plan_why": {k: d.why for k, d in dec.plan.decisions.items()},
         "step_check": dec.plan.step_check, "advisor": dec.plan.advisor,
         "advisor_warnings": dec.plan.advisor_warnings, "measurements": dec.plan.measurements,
     }
+    from .regions import model_spec, roofline_tok_s
+
+    if torch.device(device).type == "cuda":
+        roof = roofline_tok_s(model_spec(model), bandwidth_gbs * 1e9) * batch
+        result["roofline_tok_s"] = roof
+        result["roofline_fraction"] = result["tok_s"] / roof
     if compare_eager:
         gkw = dict(max_new_tokens=new_tokens, do_sample=bool(sample))
         if sample:

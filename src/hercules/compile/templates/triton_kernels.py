@@ -134,6 +134,32 @@ def qk_rotary(q, k, cos, sin, q_weight, k_weight, eps, *, HEADS, num_warps, HAS_
 
 
 # ---------------------------------------------------------------------------------------------
+# KV-cache write: k and v of every (batch, kv head) in one launch (PyTorch needs two index_copy_)
+
+
+@triton.jit
+def _kv_write_kernel(K, V, KC, VC, POS, skb, skh, svb, svh, kcb, kch, kcs, vcb, vch, vcs,
+                     NKV: tl.constexpr, HD: tl.constexpr, HEADS: tl.constexpr):
+    b = tl.program_id(0)
+    hh = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
+    d = tl.arange(0, HD)
+    mask = (hh < NKV)[:, None]
+    p = tl.load(POS)
+    k = tl.load(K + b * skb + hh[:, None] * skh + d[None, :], mask=mask)
+    v = tl.load(V + b * svb + hh[:, None] * svh + d[None, :], mask=mask)
+    tl.store(KC + b * kcb + hh[:, None] * kch + p * kcs + d[None, :], k, mask=mask)
+    tl.store(VC + b * vcb + hh[:, None] * vch + p * vcs + d[None, :], v, mask=mask)
+
+
+def kv_write(k, v, k_cache, v_cache, pos, *, HEADS, num_warps):
+    B, nkv, hd = k.shape
+    _kv_write_kernel[(B, triton.cdiv(nkv, HEADS))](
+        k, v, k_cache, v_cache, pos, k.stride(0), k.stride(1), v.stride(0), v.stride(1), k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        NKV=nkv, HD=hd, HEADS=HEADS, num_warps=num_warps)
+
+
+# ---------------------------------------------------------------------------------------------
 # split-K (flash-decoding) grouped-query attention over a static KV cache
 
 

@@ -125,6 +125,33 @@ class TritonQKRotary(Template):
         return Candidate(self.spec(p, region), qk_rotary)
 
 
+class TritonKVWrite(Template):
+    name = "triton_kv_write"
+    lang = "triton"
+    kinds = ("kv_write",)
+
+    def space(self, region):
+        return grid(HEADS=[1, 2, 4, 8], num_warps=[1, 2])
+
+    def requirements(self, p, region):
+        hd = region.attr("head_dim")
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
+            regs_per_thread=2 * max(1, p["HEADS"] * hd // (32 * p["num_warps"])) + 24,
+            power_of_two=(("head_dim", hd),),
+            last_dim_contiguous=("k", "v", "k_cache", "v_cache"),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        heads, nw = p["HEADS"], p["num_warps"]
+
+        def kv_write(kk, v, k_cache, v_cache, pos):
+            k.kv_write(kk, v, k_cache, v_cache, pos, HEADS=heads, num_warps=nw)
+
+        return Candidate(self.spec(p, region), kv_write)
+
+
 class TritonFlashDecode(Template):
     name = "triton_flash_decode"
     lang = "triton"
@@ -206,8 +233,8 @@ class TritonGemv(Template):
         return Candidate(self.spec(p, region), fn)
 
 
-TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonFlashDecode(),
-                                    TritonGemv()]
+TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonKVWrite(),
+                                    TritonFlashDecode(), TritonGemv()]
 
 
 def describe_space(t: Template, region: Region) -> dict[str, Any]:

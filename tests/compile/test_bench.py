@@ -1,0 +1,31 @@
+"""The measurement helpers the lead's benchmarks/decode.py uses (CPU smoke; the H200 numbers come
+from the GPU run)."""
+
+from __future__ import annotations
+
+from hercules.compile.bench import ablation, decode_row, measurements_to_reach
+
+
+def test_decode_row_on_cpu(tiny_models, cache_dir):
+    row = decode_row(tiny_models["tiny-llama"], batch=1, prompt_len=8, new_tokens=16, baselines=("eager",),
+                     compile_kwargs={"cache_dir": cache_dir}, warmup=1, reps=1)
+    assert row["hercules_tok_s"] > 0 and row["eager_tok_s"] > 0 and row["roofline_tok_s"] > 0
+    assert row["token_agreement"] == 1.0
+    assert 0 < row["hercules_roofline_fraction"]
+
+
+def test_ablation_structure(tiny_models):
+    res = ablation(tiny_models["tiny-qwen3"], budget=3, seeds=(0, 1), max_seq_len=32)
+    assert set(res["summary"]) == {"rules", "none"}
+    assert res["summary"]["none"]["runs"] == 2 and res["summary"]["rules"]["runs"] == 1
+    for r in res["runs"]:
+        assert r["measurements"] <= 3
+        assert r["to_own_final"] is not None and r["to_own_final"] <= r["measurements"]
+
+
+def test_measurements_to_reach():
+    trace = [{"measurements": 0, "step_estimate_ms": 10.0}, {"measurements": 1, "step_estimate_ms": 6.0},
+             {"measurements": 2, "step_estimate_ms": 5.0}]
+    assert measurements_to_reach(trace, 5.0, tol=0.0) == 2
+    assert measurements_to_reach(trace, 5.8, tol=0.05) == 1
+    assert measurements_to_reach(trace, 1.0) is None
