@@ -200,6 +200,9 @@ def compile_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, langu
         click.echo(f"compile: {secs:.2f} s (cache hit: {dec.plan.cache_hit}); measurements: {dec.plan.measurements}")
 
 
+# the names src/hercules/cli.py imports
+generate_command = generate_cmd
+compile_command = compile_cmd
 COMMANDS = [generate_cmd, compile_cmd]
 
 
