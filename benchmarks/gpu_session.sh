@@ -12,7 +12,7 @@ for stage in $STAGES; do
   echo "=== $stage $(date +%T)"
   case $stage in
     tests)
-      python3 -m pytest -q -x -m gpu tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+      python3 -m pytest -q -x -m gpu ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     cputests)
       python3 -m pytest -q tests/harness tests/test_cli.py 2>&1 | tee "$OUT/harness_tests.log" | tail -15 ;;
     adversarial)

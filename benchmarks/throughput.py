@@ -95,7 +95,11 @@ def main() -> None:
     cache = Path(tempfile.mkdtemp(prefix="hercules-cache-"))  # empty: every build is a real compile
     options = replace(EvalOptions(device="auto", baselines=("eager",)), cache_dir=cache)
     start = time.perf_counter()
-    rows = run_bench(items, run_dir, options, build_jobs=args.jobs)
+    def progress(event, item, verdict):  # partial numbers survive a cut-off run
+        status = verdict.status.value if verdict else ""
+        print(f"{time.perf_counter() - start:7.1f} s  {event:9s} {item.candidate.name} {status}", flush=True)
+
+    rows = run_bench(items, run_dir, options, build_jobs=args.jobs, progress=progress)
     total = time.perf_counter() - start
     builds = []
     for row in rows:

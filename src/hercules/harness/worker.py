@@ -220,6 +220,10 @@ class CandidateWorker:
         x = torch.randn(64, 64, device=self.device)
         (x @ x).sum().item()
         import torch.utils.cpp_extension as _cpp_extension  # noqa: F401
+        # Importing dynamo rebinds torch.manual_seed (wrapped to disable tracing); the profiler used
+        # by the stream check and honest candidates calling torch.compile import it later.
+        import torch._dynamo as _dynamo  # noqa: F401
+        import torch.profiler as _profiler  # noqa: F401
         try:
             import triton  # noqa: F401
             import triton.language  # noqa: F401
