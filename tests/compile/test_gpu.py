@@ -98,3 +98,17 @@ def test_published_config_bf16_agreement_and_speed(preset, tmp_path):
                       "plan": dec.plan.implementations(), "step_check": dec.plan.step_check}))
     assert out[0, 32] == hf.sequences[0, 32]
     assert diff.max().item() < 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["qwen3-1.7b"])
+def test_exact_mode_is_bit_identical_on_gpu_bf16(preset, tmp_path):
+    from hercules.compile import build_model, compile_model
+
+    m = build_model(preset, dtype="bf16", device="cuda", seed=0)
+    ids = prompt(1, 32, vocab=m.config.vocab_size).cuda()
+    hf = m.generate(ids, max_new_tokens=128, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    dec = compile_model(m, exact=True, cache_dir=tmp_path)
+    out, logits = dec.generate(ids, 128, return_logits=True)
+    assert torch.equal(out, hf.sequences)
+    assert (logits - torch.stack(hf.logits).float()).abs().max().item() == 0.0

@@ -104,3 +104,20 @@ def test_fused_weights_keep_the_hf_model_intact(tiny_models):
     assert torch.equal(m.generate(ids, max_new_tokens=8, do_sample=False), before)
     rt2 = DecodeRuntime(m)  # second runtime reuses the fused buffer
     assert rt2.weights.layers[0].qkv.data_ptr() == qkv.data_ptr()
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3"])
+def test_exact_mode_is_bit_identical_to_hf_in_bf16(name, cache_dir):
+    """Exact mode (HF-identical ops, attention over exactly the valid length, no graph): same
+    tokens and the same logits to the last bit as HF eager, even in bf16."""
+    from hercules.compile.presets import build_model
+
+    m = build_model(name, dtype="bf16", seed=1)
+    ids = prompt(2, 8, seed=0)
+    hf = m.generate(ids, max_new_tokens=32, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    dec = compile_model(m, exact=True, cache_dir=cache_dir)
+    assert not dec.runtime.use_cuda_graph
+    assert dec.plan.implementations()["decode_attention"] == "torch_exact_sdpa"
+    out, logits = dec.generate(ids, 32, return_logits=True)
+    assert torch.equal(out, hf.sequences)
+    assert torch.equal(logits, torch.stack(hf.logits))

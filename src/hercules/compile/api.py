@@ -66,9 +66,16 @@ class CompiledDecoder:
         weights = RegionWeights(rt.weights, spec, device=rt.device, seed=o["seed"])
         key = cache_key(config_hash(self.model), dev_info, spec.dtype, batch, capacity,
                         {"advisor": advisor.name, "budget": o["budget"], "languages": list(o["languages"]),
-                         "force": o["force"], "seed": o["seed"]})
+                         "force": o["force"], "seed": o["seed"], "timing": o["timing_method"]})
         cache = DecisionCache(o["cache_dir"]) if o["use_cache"] else None
         result: SelectionResult | None = None
+        if rt.exact:
+            result = _exact_result(regions, dev_info, batch, capacity, spec)
+            self.plans[batch] = result.plan
+            self._impls[batch] = ({}, False)
+            self._active = None
+            result.plan.compile_s = time.perf_counter() - t0
+            return result.plan
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
@@ -76,7 +83,7 @@ class CompiledDecoder:
         if result is None:
             result = select(regions, weights, device=rt.device, device_info=dev_info, advisor=advisor,
                             budget=o["budget"], languages=o["languages"], seed=o["seed"], force=o["force"],
-                            timing_budget_s=o["timing_budget_s"])
+                            timing_budget_s=o["timing_budget_s"], timing_method=o["timing_method"])
             plan = result.plan
             plan.model = {"arch": spec.arch, "config_hash": config_hash(self.model), "dtype": spec.dtype,
                           "layers": spec.layers, "hidden": spec.hidden}
@@ -192,6 +199,21 @@ class CompiledDecoder:
         return self.plan.implementations()
 
 
+def _exact_result(regions, dev_info, batch, capacity, spec) -> SelectionResult:
+    from .selection import RegionDecision, software_versions
+
+    decs = {}
+    for n, r in regions.items():
+        impl = "torch_exact_sdpa" if r.kind == "decode_attention" else "torch"
+        decs[n] = RegionDecision(region=n, kind=r.kind, count_per_token=r.count_per_token, implementation=impl,
+                                 template=impl, lang="torch", params={}, fuses=[],
+                                 why="exact mode: HF-identical PyTorch ops, attention over the valid length, no CUDA graph")
+    plan = Plan(model={"arch": spec.arch, "dtype": spec.dtype, "layers": spec.layers, "hidden": spec.hidden},
+                device=dev_info.name, batch=batch, capacity=capacity, advisor="none", budget=0, decisions=decs,
+                versions=software_versions())
+    return SelectionResult(plan, {}, False)
+
+
 def compile_model(
     model,
     *,
@@ -207,8 +229,10 @@ def compile_model(
     use_cache: bool = True,
     step_check: bool = True,
     timing_budget_s: float | None = None,
+    timing_method: str = "graph",
     use_cuda_graph: bool | None = None,
     advisor_options: dict[str, Any] | None = None,
+    exact: bool = False,
 ) -> CompiledDecoder:
     """Compile a transformers Llama / Qwen3 causal LM for decoding on ``device``.
 
@@ -219,12 +243,16 @@ def compile_model(
     languages: which candidate languages to consider (default torch, triton, cuda; the
         constraints drop what the device cannot run).
     force: region kind -> template name / candidate id to pin (it must still pass the check).
+    exact: no search; every region on its HF-identical PyTorch op and attention over exactly the
+        valid length: bit-identical to HF eager (sdpa) in any dtype, but without a CUDA graph.
+    timing_method: on CUDA, "graph" (default: candidates timed inside a CUDA graph, as the runtime
+        runs them) or "harness" (the evaluation core's time_callable: eager launches, L2 flush).
     """
     if device is not None:
         model = model.to(device)
     model.eval()
     model_spec(model)  # raises UnsupportedModel early
-    runtime = DecodeRuntime(model, use_cuda_graph=use_cuda_graph)
+    runtime = DecodeRuntime(model, use_cuda_graph=use_cuda_graph, exact=exact)
     options = dict(
         advisor=make_advisor(advisor, **(advisor_options or {})) if not isinstance(advisor, Advisor) else advisor,
         budget=int(budget),
@@ -237,6 +265,7 @@ def compile_model(
         use_cache=use_cache,
         step_check=step_check,
         timing_budget_s=timing_budget_s,
+        timing_method=timing_method,
     )
     dec = CompiledDecoder(model, runtime, options=options)
     dec._compile_batch(int(batch_size))

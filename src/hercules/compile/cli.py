@@ -62,6 +62,7 @@ def _common(f):
         click.option("--json", "as_json", is_flag=True, help="print one JSON object"),
         click.option("--llm-base-url", default=None, help="http advisor (else HERCULES_LLM_BASE_URL)"),
         click.option("--llm-model", default=None, help="http advisor (else HERCULES_LLM_MODEL)"),
+        click.option("--exact", is_flag=True, help="no search: HF-identical PyTorch ops, no CUDA graph"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -76,7 +77,7 @@ def _setup(threads, as_json):
 
 
 def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cache, max_seq_len, seed,
-             llm_base_url, llm_model):
+             llm_base_url, llm_model, exact=False):
     from .api import compile_model
 
     opts = {}
@@ -84,7 +85,8 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
         opts = {"base_url": llm_base_url, "model": llm_model}
     return compile_model(model, device=device, advisor=advisor, budget=budget, cache_dir=cache_dir,
                          use_cache=not no_cache, batch_size=batch, max_seq_len=max_seq_len,
-                         languages=tuple(x for x in languages.split(",") if x), seed=seed, advisor_options=opts)
+                         languages=tuple(x for x in languages.split(",") if x), seed=seed, advisor_options=opts,
+                         exact=exact)
 
 
 @click.command("generate")
@@ -99,7 +101,7 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
 @click.option("--bandwidth-gbs", default=4240.0, show_default=True, type=float,
               help="device copy rate for the weights-read roofline (DESIGN.md: H200 4,240 GB/s)")
 def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, languages, cache_dir, no_cache,
-                 max_seq_len, seed, threads, as_json, llm_base_url, llm_model, new_tokens, prompt_len,
+                 max_seq_len, seed, threads, as_json, llm_base_url, llm_model, exact, new_tokens, prompt_len,
                  compare_eager, sample, temperature, top_k, top_p, bandwidth_gbs):
     """Decode with the compiled model (random prompt), optionally against HF eager."""
     _setup(threads, as_json)
@@ -111,7 +113,7 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
     msl = max_seq_len or (prompt_len + new_tokens)
     t0 = time.perf_counter()
     dec = _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cache, msl, seed,
-                   llm_base_url, llm_model)
+                   llm_base_url, llm_model, exact)
     compile_s = time.perf_counter() - t0
     kw = dict(do_sample=sample, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
 
@@ -184,14 +186,14 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
 @click.command("compile")
 @_common
 def compile_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, languages, cache_dir, no_cache,
-                max_seq_len, seed, threads, as_json, llm_base_url, llm_model):
+                max_seq_len, seed, threads, as_json, llm_base_url, llm_model, exact):
     """Compile a preset or checkpoint and print the plan (per region: implementation, why, times)."""
     _setup(threads, as_json)
     device = _device(device)
     model, name = _load(preset, checkpoint, device, dtype, seed)
     t0 = time.perf_counter()
     dec = _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cache, max_seq_len or 256, seed,
-                   llm_base_url, llm_model)
+                   llm_base_url, llm_model, exact)
     secs = time.perf_counter() - t0
     if as_json:
         click.echo(json.dumps({"model": name, "compile_s": secs, "plan": dec.plan.to_json()}, default=str))

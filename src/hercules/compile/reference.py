@@ -129,6 +129,15 @@ def decode_attention_sdpa(q, k_cache, v_cache, pos, scale: float):
     return out.reshape(B, nq, hd)
 
 
+def decode_attention_exact(q, k_cache, v_cache, length: int, scale: float):
+    """HF's own decode call (sdpa over exactly the ``length`` valid positions, native GQA): the
+    exact-mode attention. ``length`` is a host int, so it cannot live in a CUDA graph."""
+    B, nq, hd = q.shape
+    out = F.scaled_dot_product_attention(q.unsqueeze(2), k_cache[:, :, :length], v_cache[:, :, :length], scale=scale,
+                                         enable_gqa=True)
+    return out.reshape(B, nq, hd)
+
+
 def linear(x, weight):
     return F.linear(x, weight)
 

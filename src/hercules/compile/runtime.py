@@ -155,7 +155,7 @@ class DecodeState:
 
 class DecodeRuntime:
     def __init__(self, model, impls: dict[str, Callable] | None = None, *, fused_qk_rotary: bool = False,
-                 use_cuda_graph: bool | None = None):
+                 use_cuda_graph: bool | None = None, exact: bool = False):
         self.model = model
         self.spec: ModelSpec = model_spec(model)
         self.weights = extract_weights(model)
@@ -165,13 +165,27 @@ class DecodeRuntime:
         if impls:
             self.impls.update({k: v for k, v in impls.items() if v is not None})
         self.fused_qk_rotary = fused_qk_rotary
+        # exact mode: every region on its HF-identical PyTorch op, attention over exactly the valid
+        # length (a host int, known without a sync) -- bit-identical to HF eager, but no CUDA graph
+        self.exact = exact
+        self._host_len = 0
+        if exact:
+            use_cuda_graph = False
+            self.impls = dict(DEFAULT_IMPLS)
+            self.impls["decode_attention"] = self._exact_attention
+            self.fused_qk_rotary = False
         if use_cuda_graph is None:
             use_cuda_graph = self.device.type == "cuda"
         self.use_cuda_graph = use_cuda_graph and self.device.type == "cuda"
         self._states: dict[tuple[int, int], DecodeState] = {}
         self.scale = self.spec.head_dim ** -0.5
 
+    def _exact_attention(self, q, k_cache, v_cache, pos, scale):
+        return ref.decode_attention_exact(q, k_cache, v_cache, self._host_len, scale)
+
     def set_impls(self, impls: dict[str, Callable], fused_qk_rotary: bool = False) -> None:
+        if self.exact:
+            return  # exact mode keeps its HF-identical table
         self.impls = dict(DEFAULT_IMPLS)
         self.impls.update({k: v for k, v in impls.items() if v is not None})
         self.fused_qk_rotary = fused_qk_rotary
@@ -352,6 +366,7 @@ class DecodeRuntime:
             if graph is not None:
                 graph.replay()
             else:
+                self._host_len = T + i  # the step feeds position T+i-1
                 self._step_body(st, sampling, return_logits)
             out[:, i].copy_(st.token)
             if all_logits is not None:

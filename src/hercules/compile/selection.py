@@ -236,6 +236,7 @@ def select(
     margin: float = 0.02,
     trials: int = 2,
     timing_sets: int | None = None,
+    timing_method: str = "graph",
 ) -> SelectionResult:
     t_start = time.perf_counter()
     force = force or {}
@@ -374,7 +375,7 @@ def select(
             return tr
         try:
             arg_sets = [make_args(r, weights, fused=fused, seed=seed + 1, trial=0, layer=i) for i in range(n_sets)]
-            tm = time_region(c.fn, arg_sets, device=device, budget_s=timing_budget_s)
+            tm = time_region(c.fn, arg_sets, device=device, budget_s=timing_budget_s, method=timing_method)
             tr.median_ms = tm.median_ms
         except NotCapturable as e:
             tr.status, tr.reason = "not_capturable", str(e)
