@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
 
 from hercules.compile.constraints import DeviceInfo, check, check_requirements
 from hercules.compile.regions import ModelSpec, TensorSpec, derive_regions

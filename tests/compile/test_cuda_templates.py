@@ -13,7 +13,7 @@ from hercules.compile import reference as ref
 from hercules.compile.advisor import RuleAdvisor
 from hercules.compile.constraints import DeviceInfo, check
 from hercules.compile.regions import ModelSpec, derive_regions
-from hercules.compile.selection import DecisionCache, Plan, load_cached, select
+from hercules.compile.selection import DecisionCache, load_cached, select
 from hercules.compile.templates import cuda_build
 from hercules.compile.templates.cuda_templates import CUDA_TEMPLATES
 from hercules.compile.validate import RegionWeights

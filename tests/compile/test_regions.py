@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from hercules.compile.presets import get_preset
 from hercules.compile.regions import REGION_KINDS, ModelSpec, UnsupportedModel, derive_regions, model_spec, step_bytes, weight_bytes
