@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from hercules.compile.cli import compile_command, generate_command
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 
 
@@ -223,17 +224,9 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
         print_summary(console, rows, folder)
 
 
-def _register_optional_commands() -> None:
-    """Commands of the other products, where installed."""
-    try:
-        from hercules.compile.cli import compile_command, generate_command
-    except ImportError:
-        return
-    main.add_command(generate_command, "generate")
-    main.add_command(compile_command, "compile")
-
-
-_register_optional_commands()
+# The compiler's commands (hercules generate / hercules compile) live with the compiler.
+main.add_command(generate_command, "generate")
+main.add_command(compile_command, "compile")
 
 if __name__ == "__main__":
     main()

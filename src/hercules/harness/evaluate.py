@@ -289,26 +289,35 @@ class _Evaluation:
 
     def _time_and_revalidate(self, reference: Worker, candidate: Worker) -> bool:
         opts = self.options
+        # Triton's CPU interpreter runs a kernel in seconds, not microseconds: its time says nothing
+        # about the kernel, so it gets the fewest repetitions that still give a figure.
+        interpreted = self.device.type == "cpu" and self.build is not None and self.build.language == "triton"
         reply = _answer(candidate, "time", opts.run_timeout_s, Status.RUNTIME_ERROR, "timing",
-                        budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s)
+                        budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s, min_reps=1 if interpreted else 5)
         timing = TimingResult(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in reply["timing"].items()})
+        if self.device.type != "cuda":
+            self.timing = timing
+            return self._revalidate(reference, candidate)
         # The parent's own clock: back-to-back calls ended by a device-wide synchronise in the
-        # worker, bracketed here. Neither a side stream nor a patched timer can shrink this. On the
-        # CPU there are no streams and perf_counter already is a wall clock, so it is only recorded.
+        # worker, bracketed here. Neither a side stream nor a patched timer can shrink this. (On the
+        # CPU there are no streams and perf_counter already is a wall clock.)
         calls = int(min(5000, max(3, math.ceil(100.0 / max(timing.median_ms, 1e-3)))))
         wall, enqueue = self._parent_wall_ms(candidate, calls)
-        if self.device.type == "cuda" and self._hidden_work(timing.median_ms, wall, enqueue):
+        if self._hidden_work(timing.median_ms, wall, enqueue):
             wall, enqueue = min((wall, enqueue), self._parent_wall_ms(candidate, calls))  # busy host?
         self.timing = replace(timing, wall_ms=wall)
-        if self.device.type == "cuda":
-            if self._hidden_work(timing.median_ms, wall, enqueue):
-                self.flags.add(Flag.SIDE_STREAM.value)
-                self.notes.append(f"timed {timing.median_ms:.4f} ms per call on the stream, but "
-                                  f"{wall:.4f} ms per call by the wall clock after a device-wide synchronise")
-            self._check_streams(candidate)
+        if self._hidden_work(timing.median_ms, wall, enqueue):
+            self.flags.add(Flag.SIDE_STREAM.value)
+            self.notes.append(f"timed {timing.median_ms:.4f} ms per call on the stream, but "
+                              f"{wall:.4f} ms per call by the wall clock after a device-wide synchronise")
+        self._check_streams(candidate)
 
-        # Fresh values written into the buffers used while timing: a result cached by address or
-        # shape now returns stale outputs.
+        return self._revalidate(reference, candidate)
+
+    def _revalidate(self, reference: Worker, candidate: Worker) -> bool:
+        """Fresh values written into the buffers used while timing: a result cached by address or
+        shape now returns stale outputs."""
+        opts = self.options
         sets = []
         for _ in range(opts.revalidation_sets):
             seed = secrets.randbits(63)

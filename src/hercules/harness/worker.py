@@ -229,6 +229,9 @@ class CandidateWorker:
             import triton.language  # noqa: F401
         except Exception:
             pass
+        from hercules.harness import triton_compat
+
+        triton_compat.apply()
 
     def op_ping(self, msg):
         return {}
@@ -303,7 +306,7 @@ class CandidateWorker:
         with torch.no_grad():
             result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
                                            budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
-                                           wall_check=True)
+                                           min_reps=msg.get("min_reps", 5), wall_check=self.device.type == "cuda")
         return {"timing": result.__dict__}
 
     def op_burst(self, msg):
