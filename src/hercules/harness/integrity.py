@@ -94,6 +94,37 @@ def _global_settings() -> dict[str, Any]:
     return settings
 
 
+_ORIGIN_ATTR = "_hercules_started_by"
+
+
+def track_thread_origins(candidate_file: str) -> None:
+    """Record, for every thread started from now on, whether the candidate's own code started it.
+
+    torch.compile starts compile workers and tqdm a monitor thread on an honest candidate's behalf;
+    such threads are started by library code, and only threads whose nearest starting frame outside
+    the threading machinery lies in the candidate's file (or in code without a file) count.
+    """
+    original_start = threading.Thread.start
+    machinery = (threading.__file__, concurrent_file())
+
+    def start(self, *args, **kwargs):
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename in machinery:
+            frame = frame.f_back
+        filename = frame.f_code.co_filename if frame is not None else "<unknown>"
+        candidate = filename == candidate_file or filename.startswith("<")
+        setattr(self, _ORIGIN_ATTR, "candidate" if candidate else "library")
+        return original_start(self, *args, **kwargs)
+
+    threading.Thread.start = start
+
+
+def concurrent_file() -> str:
+    import concurrent.futures.thread as pool
+
+    return pool.__file__
+
+
 def _thread_ids() -> set[int]:
     # sys._current_frames sees every thread running Python code, including ones started with the
     # low-level _thread module, which threading.enumerate() does not list.
@@ -139,6 +170,13 @@ class Snapshot:
                       for k in now if now.get(k) != self.settings.get(k))
 
     def new_threads(self) -> list[str]:
+        """Threads alive now that were not before, less those that library code started."""
         alive = _thread_ids() - self.threads
-        names = {t.ident: t.name for t in threading.enumerate()}
-        return sorted(names.get(i, f"thread {i}") for i in alive)
+        threads = {t.ident: t for t in threading.enumerate()}
+        found = []
+        for ident in alive:
+            thread = threads.get(ident)
+            if thread is not None and getattr(thread, _ORIGIN_ATTR, "candidate") == "library":
+                continue
+            found.append(thread.name if thread is not None else f"thread {ident} (started outside threading)")
+        return sorted(found)

@@ -23,7 +23,7 @@ import torch
 
 # Bound before any candidate import (see timing.py): the harness keeps its own references.
 from hercules.harness import timing as _timing
-from hercules.harness.integrity import Snapshot
+from hercules.harness.integrity import Snapshot, track_thread_origins
 from hercules.harness.ipc import decode, encode
 
 _perf_counter = time.perf_counter
@@ -220,10 +220,14 @@ class CandidateWorker:
         x = torch.randn(64, 64, device=self.device)
         (x @ x).sum().item()
         import torch.utils.cpp_extension as _cpp_extension  # noqa: F401
-        # Importing dynamo rebinds torch.manual_seed (wrapped to disable tracing); the profiler used
-        # by the stream check and honest candidates calling torch.compile import it later.
+        # Importing dynamo rebinds torch.manual_seed (wrapped to disable tracing), and its first
+        # compilation wraps nn.Module.__init__ / __setstate__ (generation tagging); the profiler used
+        # by the stream check and honest candidates calling torch.compile would do both later.
         import torch._dynamo as _dynamo  # noqa: F401
+        import torch._dynamo.mutation_guard as _mutation_guard
         import torch.profiler as _profiler  # noqa: F401
+
+        _mutation_guard.install_generation_tagging_init()
         try:
             import triton  # noqa: F401
             import triton.language  # noqa: F401
@@ -248,8 +252,9 @@ class CandidateWorker:
         self.dtype = getattr(torch, msg["dtype"])
         self._warm_up_runtime()
         _force_verbose_extension_builds()
-        self.snapshot = Snapshot.take()
         self.path = Path(msg["path"])
+        track_thread_origins(str(self.path))
+        self.snapshot = Snapshot.take()
         start = _perf_counter()
         module = load_module(msg["code"], self.path, "hercules_candidate")
         self.model = build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"], self.device, self.dtype)
