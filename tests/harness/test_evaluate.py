@@ -139,3 +139,32 @@ def test_candidate_cannot_reach_reference_or_seeds(problem, options):
             return torch.relu(self.lin(x)) * 2
     """), options)
     assert verdict.status in (Status.OK, Status.SUSPICIOUS), verdict.error
+
+
+def test_torch_compile_inside_a_candidate_is_honest(problem, options):
+    """Dynamo rebinds torch functions and Inductor starts worker threads: neither is the candidate's."""
+    verdict = evaluate(problem, Candidate(name="compiled", source="test", code=HEADER + INIT + """
+        self._fn = torch.compile(self._forward)
+
+    def _forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+
+    def forward(self, x):
+        return self._fn(x)
+"""), options)
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.flags == ()
+
+
+def test_thread_left_running_is_flagged_even_without_static_evidence(problem, options):
+    code = HEADER + "import importlib\n_t = importlib.import_module('thread' + 'ing')\n" + INIT + """
+        self.worker = _t.Thread(target=lambda: __import__('time').sleep(600), daemon=True)
+        self.worker.start()
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+"""
+    verdict = evaluate(problem, Candidate(name="thread", code=code, source="test"), options)
+    assert verdict.status is Status.SUSPICIOUS
+    assert "background_thread" in verdict.flags
+    assert "threads left running" in verdict.error
