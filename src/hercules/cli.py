@@ -206,6 +206,8 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
 
         def progress(event: str, item, verdict) -> None:
             label = f"{item.problem.name}/{item.candidate.name}"
+            if not console.is_terminal:  # no live bar in a log file: one line per finished step
+                console.print(f"{event:9s} {label}" + (f": {verdict.status.value}" if verdict else ""))
             if event == "built":
                 bar.advance(builds)
                 bar.update(builds, last=label)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hercules.harness.batch import BenchItem, BenchRow
 from hercules.harness.build import software_versions
+from hercules.harness.records import Status
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 from hercules.report import formatting as fmt
@@ -55,9 +56,14 @@ def as_rows(rows: Sequence[BenchRow]) -> list[Row]:
     return [(r.item.problem.name, r.item.problem.level, r.item.candidate.name, r.verdict) for r in rows]
 
 
+def scored(table: Sequence[Row]) -> list[Row]:
+    """Rows that count in rates: a candidate skipped for want of a device was not evaluated."""
+    return [row for row in table if row[3].status is not Status.SKIPPED]
+
+
 def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
     table = as_rows(rows)
-    summary = summarize(table)
+    summary = summarize(scored(table))
     devices = sorted({r.verdict.device for r in rows})
     meta = {"run folder": str(run_dir), "device": ", ".join(devices), **software_versions()}
     (run_dir / "summary.md").write_text(render_markdown(summary, table, title=f"Hercules bench: {run_dir.name}"))
@@ -65,6 +71,7 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
     data = {
         "run_dir": str(run_dir),
         "evaluations": summary.n_rows,
+        "skipped": len(table) - summary.n_rows,
         "ok": summary.n_ok,
         "correctness_rate": summary.correctness_rate,
         "fast_p_eager": {str(p): v for p, v in summary.fast_eager},
@@ -93,7 +100,11 @@ def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> 
                       fmt.speedup(s.cudagraph), fmt.speedup(s.best),
                       f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-", ", ".join(v.flags))
     console.print(table)
-    summary = summarize(as_rows(rows))
+    table = as_rows(rows)
+    summary = summarize(scored(table))
+    skipped = len(table) - summary.n_rows
+    if skipped:
+        console.print(f"{skipped} candidates skipped (they need a device that is not present); rates are over the other {summary.n_rows}")
     console.print(f"correct: {fmt.rate(summary.correctness_rate)}   "
                   + "   ".join(f"{fmt.p_label(p)}: {fmt.rate(e)} (eager) {fmt.rate(b)} (best)"
                              for (p, e), (_, b) in zip(summary.fast_eager, summary.fast_best)))
