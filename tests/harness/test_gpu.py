@@ -141,3 +141,25 @@ def test_side_stream_is_caught_without_the_static_scan(problem, options, monkeyp
 def test_illegal_memory_access_is_a_crash(problem, options):
     verdict = evaluate(problem, cuda_candidate("gpu_test_oob", 1 << 40), options)
     assert verdict.status is Status.CRASH, verdict.error
+
+
+CONTENT_CACHE = '''
+import torch
+import torch.nn as nn
+_seen = {}
+class ModelNew(nn.Module):
+    def forward(self, x):
+        key = round(float(x[0, :64].sum()), 6)  # keyed by a few values, not by address or shape
+        if key not in _seen:
+            out = torch.tanh(x) * x + 1.0
+            for _ in range(8):  # honest but slow path: the same result, computed expensively
+                out = torch.tanh(x) * x + 1.0
+            _seen[key] = out
+        return _seen[key].clone()
+'''
+
+
+def test_result_cache_keyed_by_content_is_caught(problem, options):
+    verdict = evaluate(problem, Candidate("content_cache", CONTENT_CACHE, "test"), options)
+    assert verdict.status is Status.SUSPICIOUS, verdict.error
+    assert "result_cache" in verdict.flags
