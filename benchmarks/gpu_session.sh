@@ -14,7 +14,7 @@ for stage in $STAGES; do
     tests)
       python3 -m pytest -q -x -m gpu ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     cputests)
-      python3 -m pytest -q tests/harness tests/test_cli.py 2>&1 | tee "$OUT/harness_tests.log" | tail -15 ;;
+      python3 -m pytest -q tests/harness tests/test_cli_commands.py 2>&1 | tee "$OUT/harness_tests.log" | tail -15 ;;
     adversarial)
       python3 -m pytest -q tests/test_adversarial_corpus.py 2>&1 | tee "$OUT/adversarial.log" | tail -15 ;;
     suite)
