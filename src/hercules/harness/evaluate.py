@@ -233,8 +233,9 @@ class _Evaluation:
             if correct and opts.time_candidate:
                 correct = self._time_and_revalidate(reference, candidate)
             baselines = self._baselines(reference) if correct and opts.time_candidate else {}
+            # Inside the lock too: measuring the device's ceilings saturates it for a second.
+            sol = self._sol(reference) if correct and self.timing else None
         self._integrity(candidate)
-        sol = self._sol(reference) if correct and self.timing else None
 
         if not correct:
             error = self.check.error if self.check and not self.check.correct else "; ".join(self.notes[-1:])
