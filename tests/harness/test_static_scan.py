@@ -162,7 +162,6 @@ POSITIVE = {
     "deterministic": ("import torch\ntorch.use_deterministic_algorithms(True)\n", "global_state"),
     "flush_denormal": ("import torch\ntorch.set_flush_denormal(True)\n", "global_state"),
     "num_threads": ("import torch\ntorch.set_num_threads(1)\n", "global_state"),
-    "manual_seed": ("import torch\ntorch.manual_seed(0)\n", "global_state"),
     "inductor_config": ("import torch._inductor.config as cfg\ncfg.max_autotune = True\n", "global_state"),
     "sdp_enable": ("import torch\ntorch.backends.cuda.enable_flash_sdp(False)\n", "global_state"),
     "env_write": ("import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n", "global_state"),
@@ -302,6 +301,7 @@ def test_rule_fires(case):
 
 
 NEGATIVE = {
+    "seeding_at_import": ("import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed_all(0)\n", "float32"),
     "current_stream_cpp": (
         'src = r"""#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n'
         '__global__ void k(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x;'

@@ -84,13 +84,14 @@ _GLOBAL_CALLS = {
     "torch.set_float32_matmul_precision", "torch.set_default_dtype", "torch.set_default_tensor_type",
     "torch.set_default_device", "torch.use_deterministic_algorithms", "torch.set_deterministic_debug_mode",
     "torch.set_flush_denormal", "torch.set_num_threads", "torch.set_num_interop_threads",
-    "torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.random.manual_seed", "torch.random.seed",
-    "torch.random.set_rng_state", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.seed",
-    "torch.cuda.seed_all", "torch.cuda.set_rng_state", "torch.cuda.set_rng_state_all", "torch.cuda.set_device",
+    "torch.cuda.set_device",
     "torch.cuda.set_per_process_memory_fraction", "torch.cuda.memory.set_per_process_memory_fraction",
     "torch.cuda.set_sync_debug_mode", "torch.cuda.memory._set_allocator_settings",
-    "torch.autograd.set_detect_anomaly", "numpy.random.seed", "random.seed", "torch.backends.cudnn.set_flags",
+    "torch.autograd.set_detect_anomaly", "torch.backends.cudnn.set_flags",
 }
+# Seeding is not listed: inputs are drawn in the reference process from seeds the candidate never
+# sees, so re-seeding its own process changes nothing the verdict relies on, and generated
+# KernelBench code often seeds at import.
 _GLOBAL_CALL_EXEMPT = {
     "torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled",
     "torch.set_printoptions", "torch.set_warn_always",
