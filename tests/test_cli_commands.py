@@ -86,3 +86,21 @@ def test_list_json_on_the_built_in_suite():
 def test_help_has_examples():
     result = hercules("eval", "--help")
     assert result.returncode == 0 and "Examples" in result.stdout
+
+
+def test_bench_json_on_a_folder_with_candidates(tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    (problems / "scale_relu.py").write_text((FIXTURES / "scale_relu.py").read_text())
+    candidates = tmp_path / "candidates" / "scale_relu"
+    candidates.mkdir(parents=True)
+    (candidates / "printing.py").write_text(PRINTING_CANDIDATE)
+    run_dir = tmp_path / "run"
+    result = hercules("bench", str(problems), "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
+                      "--baselines", "eager", "--budget", "0.05", "--run-dir", str(run_dir), "--json",
+                      "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["evaluations"] == 1 and summary["ok"] == 1 and summary["correctness_rate"] == 1.0
+    assert (run_dir / "scale_relu" / "printing" / "verdict.json").exists()
+    assert (run_dir / "report.html").exists() and (run_dir / "results.sqlite").exists()
