@@ -187,7 +187,7 @@ class ReferenceWorker:
                 results[name] = {"median_ms": result.median_ms, "iqr_ms": result.iqr_ms, "reps": result.reps}
             except Exception as exc:  # a baseline that cannot run is recorded as missing
                 results[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-            torch.compiler.reset() if hasattr(torch, "compiler") else None
+            torch.compiler.reset()  # each baseline compiles from scratch, not from the previous one's state
         return {"baselines": results}
 
     def op_roofline(self, msg):
