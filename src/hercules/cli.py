@@ -98,6 +98,8 @@ def _eval_options(device: str, trials: int, budget: float, baselines: str | None
                           baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None)
     if trials < 1:
         _fail("--trials must be at least 1")
+    if budget <= 0:
+        _fail("--budget must be a positive number of seconds")
     if cache_dir:
         options = replace(options, cache_dir=Path(cache_dir))
     return options
