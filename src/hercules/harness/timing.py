@@ -43,6 +43,20 @@ class _Flusher:
             self.buffer.zero_()
 
 
+def rotation_sets(sets: Sequence[tuple], device: torch.device) -> list[tuple]:
+    """Input sets to rotate through while timing: on a GPU, clones of the given ones until together
+    they exceed twice the L2 flush size (at most 16), so no repetition finds its inputs in cache."""
+    sets = list(sets)
+    if torch.device(device).type != "cuda" or not sets:
+        return sets
+    per_set = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, torch.Tensor))
+    originals = len(sets)
+    while len(sets) < 16 and per_set * len(sets) < 2 * L2_FLUSH_BYTES:
+        source = sets[len(sets) % originals]
+        sets.append(tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in source))
+    return sets
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         _synchronize(device)

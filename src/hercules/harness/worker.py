@@ -176,7 +176,8 @@ class ReferenceWorker:
     def op_baselines(self, msg):
         from hercules.harness.baselines import make_baseline
 
-        sets = [tuple(to_device(self.inputs[s], self.device)) for s in msg["seeds"]]
+        sets = _timing.rotation_sets([tuple(to_device(self.inputs[s], self.device)) for s in msg["seeds"]],
+                                     self.device)
         results = {}
         for name in msg["names"]:
             try:
@@ -297,17 +298,8 @@ class CandidateWorker:
         return {"outputs": plain, "types": types, "aliases": aliases, "mutated": mutated,
                 "swallowed": swallowed[:10]}
 
-    def _prepare_timing_sets(self, min_bytes: int, max_sets: int) -> None:
-        sets = list(self.trial_sets)
-        per_set = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, torch.Tensor))
-        while len(sets) < max_sets and per_set * len(sets) < min_bytes:
-            source = sets[len(sets) % len(self.trial_sets)]
-            sets.append(tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in source))
-        self.timing_sets = sets
-
     def op_time(self, msg):
-        min_bytes = 2 * _timing.L2_FLUSH_BYTES if self.device.type == "cuda" else 0
-        self._prepare_timing_sets(min_bytes, msg.get("max_sets", 16))
+        self.timing_sets = _timing.rotation_sets(self.trial_sets, self.device)
         with torch.no_grad():
             result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
                                            budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
