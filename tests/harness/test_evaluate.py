@@ -109,8 +109,9 @@ def test_hang_is_timeout(problem, options):
         def forward(self, x):
             while True:
                 pass
-    """), replace(options, run_timeout_s=5))
+    """), replace(options, run_timeout_s=20))
     assert verdict.status is Status.TIMEOUT
+    assert verdict.error.startswith("trial 0"), verdict.error  # the hang, not a slow start-up
 
 
 def test_syntax_error_and_missing_model_new_are_build_errors(problem, options):
