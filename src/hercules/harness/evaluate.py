@@ -12,8 +12,6 @@ import contextlib
 import json
 import math
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -42,7 +40,7 @@ WALL_SLACK_MS = 0.05
 # content skips all the work on seen values and is typically tens of times faster there.
 FRESH_RATIO_LIMIT = 3.0
 # Bumped whenever cached baselines or device ceilings are measured differently.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -125,11 +123,8 @@ def _workdir(options: EvalOptions) -> Iterator[Path]:
         options.artifacts_dir.mkdir(parents=True, exist_ok=True)
         yield options.artifacts_dir
     else:
-        path = Path(tempfile.mkdtemp(prefix="hercules-eval-"))
-        try:
+        with private_dir("hercules-eval-") as path:
             yield path
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
 
 
 def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions = EvalOptions(),

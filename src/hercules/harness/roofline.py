@@ -7,7 +7,6 @@ runs at the hardware's limit for this problem; datasheet figures are never used.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -23,35 +22,25 @@ def count_flops(model: Any, values: list[Any]) -> int:
     return int(counter.get_total_flops())
 
 
-def _time_ms(fn, device: torch.device, reps: int) -> float:
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(reps):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    else:
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return min(times)  # a ceiling is the best the device did, not its typical run
+def _best_ms(fn, device: torch.device) -> float:
+    """A ceiling is the best the device did, not its typical run: the fastest repetition."""
+    from hercules.harness.timing import time_callable
+
+    return time_callable(fn, [()], device=device, budget_s=0.2, warmup_s=0.02, flush_l2=False,
+                         wall_check=False).min_ms
+
+
+def _copy_ms(nbytes: int, device: torch.device) -> float:
+    source = torch.randn(nbytes // 4, device=device)
+    target = torch.empty_like(source)
+    return _best_ms(lambda: target.copy_(source), device)  # both buffers are freed on return
 
 
 def measure_ceilings(device: torch.device) -> dict[str, Any]:
     """Copy bandwidth (bytes read + written per second) and matmul FLOP/s per dtype, TF32 off."""
     gpu = device.type == "cuda"
     copy_bytes = (1 << 30) if gpu else (1 << 27)
-    src = torch.randn(copy_bytes // 4, device=device)
-    dst = torch.empty_like(src)
-    copy_ms = _time_ms(lambda: dst.copy_(src), device, 20 if gpu else 5)
-    del src, dst
+    copy_ms = _copy_ms(copy_bytes, device)
     ceilings: dict[str, Any] = {
         "device_name": torch.cuda.get_device_name(device) if gpu else "cpu",
         "bandwidth_bytes_per_s": 2 * copy_bytes / (copy_ms / 1e3),
@@ -66,7 +55,7 @@ def measure_ceilings(device: torch.device) -> dict[str, Any]:
             n = (8192 if name != "float32" else 4096) if gpu else 1024
             a = torch.randn(n, n, device=device).to(dtype)
             b = torch.randn(n, n, device=device).to(dtype)
-            ms = _time_ms(lambda: a @ b, device, 10 if gpu else 5)
+            ms = _best_ms(lambda: a @ b, device)
             ceilings["matmul_flops_per_s"][name] = 2 * n**3 / (ms / 1e3)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved

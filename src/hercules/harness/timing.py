@@ -109,10 +109,6 @@ def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.de
     return (end - start) * 1e3 / calls, (issued - start) * 1e3 / calls
 
 
-def wall_per_call_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device, calls: int) -> float:
-    return burst_ms(fn, arg_sets, device, calls)[0]
-
-
 def time_callable(
     fn: Callable[..., Any],
     arg_sets: Sequence[tuple],
@@ -162,7 +158,7 @@ def time_callable(
         # Enough back-to-back calls to cover ~50 ms so host-clock granularity and the final
         # synchronise are negligible against the per-call figure.
         calls = int(min(max_reps, max(3, 50.0 / estimate)))
-        wall = wall_per_call_ms(fn, arg_sets, device, calls)
+        wall = burst_ms(fn, arg_sets, device, calls)[0]
     stats = _summarise(samples)
     return TimingResult(
         method=method,
