@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hercules.debug.corpus import CorpusError, load_corpus, load_instance, reference_timing
+from hercules.debug.corpus import (
+    CorpusError,
+    load_corpus,
+    load_instance,
+    reference_timing,
+)
 from hercules.debug.export import category_for, export_failing_candidate
 
 REPO = Path(__file__).resolve().parents[2]

@@ -98,7 +98,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path.name} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path.name} is not a JSON object")
+        raise TypeError(f"{path.name} is not a JSON object")
     return data
 
 
@@ -118,7 +118,7 @@ def _find_file(folder: Path, declared: str | None, stem: str) -> Path | None:
 
 
 def load_instance(folder: Path) -> Instance:
-    """One instance; ValueError with a one-line reason when it is malformed."""
+    """One instance; ValueError (TypeError for a non-object JSON) with a one-line reason when malformed."""
     meta = _read_json(folder / "input.json")
     info = _read_json(folder / "instance.json")
     missing = [k for k in REQUIRED_INPUT_KEYS if not isinstance(meta.get(k), str)]
@@ -169,7 +169,7 @@ def load_corpus(root: Path, *, families: tuple[str, ...] = (), categories: tuple
     for folder in folders:
         try:
             inst = load_instance(folder)
-        except (ValueError, OSError) as exc:
+        except (ValueError, TypeError, OSError) as exc:
             problems.append(CorpusProblem(folder, str(exc)))
             continue
         if (_matches(inst.family, families) and _matches(inst.category, categories)

@@ -28,7 +28,7 @@ CATEGORY_BY_STATUS = {
     "ok": "perf_broken",
 }
 _MEMORY_WORDS = re.compile(r"illegal memory|misaligned|out of memory|cuda error|cudaerror|segmentation|"
-                           r"invalid (device|argument|configuration)|launch failure", re.I)
+                           r"invalid (device|argument|configuration)|launch failure", re.IGNORECASE)
 
 
 def category_for(status: str, error: str) -> str:
