@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from hercules.compile.cli import compile_command, generate_command
+from hercules.optimize.cli import optimize_command
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 
 
@@ -231,6 +232,7 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
 # The compiler's commands (hercules generate / hercules compile) live with the compiler.
 main.add_command(generate_command, "generate")
 main.add_command(compile_command, "compile")
+main.add_command(optimize_command, "optimize")
 
 if __name__ == "__main__":
     main()

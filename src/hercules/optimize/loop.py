@@ -1,0 +1,186 @@
+"""The optimisation loop: per problem, rounds of sample -> prompt -> complete -> extract -> evaluate.
+
+Problems run concurrently (one coroutine each) and so do the samples of a round; model calls
+wait in threads (``backends``), evaluations in the executor (bounded per GPU). Every sample of a
+round sees the same pool (the one left by the previous round) through its own exemplars: the
+random generator of a slot is seeded by (run seed, problem, round, sample), so a resumed run
+renders the very prompts it would have rendered.
+
+Resume: a slot whose variant is stored is done; a stored completion is evaluated again without a
+model call; identical code is never evaluated twice within a problem (its verdict is reused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from hercules.harness.evaluate import EvalOptions
+from hercules.harness.records import Verdict
+from hercules.optimize.backends import Backend
+from hercules.optimize.budget import Budget, Spend, problem_stop, run_exhausted
+from hercules.optimize.evaluation import EvalExecutor
+from hercules.optimize.extract import extract_code
+from hercules.optimize.hardware import HardwareFacts
+from hercules.optimize.pool import Pool, reference_variant
+from hercules.optimize.prompt import render_prompt
+from hercules.optimize.records import NO_CODE, Completion, Objective, Slot, Variant
+from hercules.optimize.sampling import sample_exemplars
+from hercules.optimize.storage import RunStore
+from hercules.optimize.tags import technique_tags
+from hercules.problems.model import Candidate, Problem
+
+# (event, slot, variant or None): "variant" when a slot is done, "round" when a round is.
+Progress = Callable[[str, Slot, Variant | None], None]
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    samples: int = 2
+    exemplars: int = 4
+    temperature: float = 1.0
+    objective: Objective = "eager"
+    seed: int = 0
+    budget: Budget = field(default_factory=Budget)
+    eval_options: EvalOptions = field(default_factory=EvalOptions)
+    keep_artifacts: bool = True  # evaluation logs under each slot's folder (local executors only)
+
+
+@dataclass
+class ProblemState:
+    pool: Pool
+    best_so_far: list[float | None] = field(default_factory=list)
+    rounds_done: int = 0
+    stop_reason: str = ""
+
+
+def reason_of(verdict: Verdict) -> str | None:
+    """What the model is told about a rejected variant (the flags are shown beside it)."""
+    if verdict.status.value == "ok" and not verdict.flags:
+        return None
+    return verdict.error or verdict.status.value
+
+
+class Optimizer:
+    def __init__(self, problems: Sequence[Problem], backend: Backend, executor: EvalExecutor, store: RunStore,
+                 hardware: HardwareFacts, config: LoopConfig, seeds: dict[str, Sequence[Candidate]] | None = None,
+                 progress: Progress | None = None) -> None:
+        self.problems = list(problems)
+        self.backend = backend
+        self.executor = executor
+        self.store = store
+        self.hardware = hardware
+        self.config = config
+        self.seeds = seeds or {}
+        self.progress = progress or (lambda *a: None)
+        self.spend = Spend(tokens=store.tokens_spent(), eval_seconds=store.eval_seconds())
+        self.states: dict[str, ProblemState] = {}
+
+    # ---- the run -------------------------------------------------------------------------
+    async def run(self) -> dict[str, ProblemState]:
+        await asyncio.gather(*(self._problem(p) for p in self.problems))
+        return self.states
+
+    async def _problem(self, problem: Problem) -> None:
+        self.store.add_problem(problem)
+        stored = self.store.variants(problem.name)
+        pool = Pool(problem, self.config.objective, variants=stored)
+        state = self.states[problem.name] = ProblemState(pool)
+        if not any(v.origin == "reference" for v in stored):
+            self.store.record_variant(reference_variant(problem))
+        seeds = [(Slot(problem.name, 0, i + 1), c.code, "seed") for i, c in enumerate(self.seeds.get(problem.name, ()))]
+        await asyncio.gather(*(self._seed(pool, slot, code, origin) for slot, code, origin in seeds))
+        state.best_so_far.append(pool.best_speedup(0))
+        round_ = 0
+        while True:
+            reason = problem_stop(self.config.budget, state.rounds_done, state.best_so_far) \
+                or run_exhausted(self.config.budget, self.spend)
+            if reason:
+                state.stop_reason = reason
+                return
+            round_ += 1
+            slots = [Slot(problem.name, round_, s) for s in range(self.config.samples)]
+            done = await asyncio.gather(*(self._slot(pool, slot) for slot in slots))
+            state.rounds_done = round_
+            state.best_so_far.append(pool.best_speedup(round_))
+            self.progress("round", slots[0], pool.best(round_))
+            if not any(done):
+                state.stop_reason = f"{self.backend.name} backend has nothing more"
+                return
+
+    # ---- one slot ------------------------------------------------------------------------
+    def _done(self, pool: Pool, slot: Slot) -> Variant | None:
+        return next((v for v in pool.variants if v.slot == slot), None)
+
+    async def _seed(self, pool: Pool, slot: Slot, code: str, origin: str) -> None:
+        if self._done(pool, slot) is None:
+            await self._evaluate_and_add(pool, slot, code, origin)
+        self.progress("variant", slot, self._done(pool, slot))
+
+    async def _slot(self, pool: Pool, slot: Slot) -> bool:
+        """False when the backend had nothing for this slot (a replay file ran out)."""
+        variant = self._done(pool, slot)
+        if variant is None:
+            stored = self.store.call(slot)
+            if stored is not None:
+                completion = stored[1]
+            else:
+                rng = random.Random(f"{self.config.seed}/{slot.problem}/{slot.round}/{slot.sample}")
+                exemplars = sample_exemplars(pool, self.config.exemplars, self.config.temperature, rng)
+                prompt = render_prompt(pool, exemplars, self.hardware)
+                completion = await self.backend.complete(slot, prompt)
+                if completion is None:
+                    return False
+                self.store.record_call(slot, prompt, completion)
+                self.spend = self.spend.add(tokens=completion.total_tokens)
+            variant = await self._from_completion(pool, slot, completion)
+        self.progress("variant", slot, variant)
+        return True
+
+    async def _from_completion(self, pool: Pool, slot: Slot, completion: Completion) -> Variant | None:
+        origin = "replay" if self.backend.name == "replay" else "model"
+        if completion.error:
+            variant = Variant(slot=slot, origin=origin, code="", status=NO_CODE, reason=f"model call failed: {completion.error}")
+            return self._add(pool, variant)
+        extraction = extract_code(completion.text)
+        if extraction.code is None:
+            return self._add(pool, Variant(slot=slot, origin=origin, code="", status=NO_CODE, reason=extraction.reason))
+        return await self._evaluate_and_add(pool, slot, extraction.code, origin)
+
+    async def _evaluate_and_add(self, pool: Pool, slot: Slot, code: str, origin: str) -> Variant | None:
+        tags = technique_tags(code, pool.problem.code)
+        twin = pool.by_hash(Variant(slot=slot, origin=origin, code=code, status="").code_hash)
+        if twin is not None:
+            variant = Variant(slot=slot, origin=origin, code=code, status=twin.status, reason=twin.reason,
+                              verdict=twin.verdict, tags=tags, reused=True)
+            return self._add(pool, variant)
+        verdict = await self._evaluate(pool.problem, slot, code)
+        if verdict is None:
+            return None
+        self.spend = self.spend.add(eval_seconds=verdict.seconds)
+        variant = Variant(slot=slot, origin=origin, code=code, status=verdict.status.value,
+                          reason=reason_of(verdict), verdict=verdict, tags=tags)
+        return self._add(pool, variant)
+
+    async def _evaluate(self, problem: Problem, slot: Slot, code: str) -> Verdict | None:
+        folder = self.store.slot_dir(slot)
+        candidate = Candidate(name=slot.name, code=code, source=str(folder / "candidate.py"), problem=problem.name)
+        options = self.config.eval_options
+        if self.config.keep_artifacts:
+            options = replace(options, artifacts_dir=folder / "eval")
+        row = self.store.evaluation_started(slot, candidate.content_hash)
+        try:
+            verdict = await asyncio.wrap_future(self.executor.submit(problem, candidate, options))
+        except Exception as exc:  # noqa: BLE001 -- the infrastructure failed (not the candidate): left for a resume
+            self.progress("lost", slot, None)
+            self.store.set_meta(f"lost/{slot.problem}/{slot.name}", str(exc)[:500])
+            return None
+        self.store.evaluation_finished(row)
+        return verdict
+
+    def _add(self, pool: Pool, variant: Variant) -> Variant:
+        pool.add(variant)
+        self.store.record_variant(variant)
+        return variant

@@ -1,0 +1,70 @@
+"""The pool of one problem: every variant with its verdict, in the order it was made.
+
+Nothing leaves the pool: incorrect, flagged and code-less variants stay as negative exemplars
+with their reason. Only an honest variant (status ``ok``, no flag) can be the best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hercules.optimize.records import REFERENCE, Objective, Variant
+from hercules.problems.model import Problem
+
+
+def reference_variant(problem: Problem) -> Variant:
+    """The reference as the pool's 1.0x anchor (its ``Model`` is what every baseline times)."""
+    from hercules.optimize.records import Slot
+
+    return Variant(slot=Slot(problem.name, 0, 0), origin="reference", code=problem.code, status=REFERENCE)
+
+
+@dataclass
+class Pool:
+    problem: Problem
+    objective: Objective = "eager"
+    variants: list[Variant] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not any(v.status == REFERENCE for v in self.variants):
+            self.variants.insert(0, reference_variant(self.problem))
+
+    def add(self, variant: Variant) -> None:
+        self.variants = [v for v in self.variants if v.slot != variant.slot] + [variant]
+
+    def by_hash(self, code_hash: str) -> Variant | None:
+        """An evaluated variant with exactly this code (its verdict can be reused)."""
+        for v in self.variants:
+            if v.verdict is not None and v.code_hash == code_hash:
+                return v
+        return None
+
+    def speedup(self, variant: Variant) -> float | None:
+        """Against the objective; the reference against the best baseline is eager over the
+        fastest measured baseline (1.0 until a baseline has been measured)."""
+        if variant.status == REFERENCE and self.objective == "best":
+            times = self.baselines_ms()
+            return times["eager"] / min(times.values()) if times.get("eager") else 1.0
+        return variant.speedup(self.objective)
+
+    def honest(self) -> list[Variant]:
+        return [v for v in self.variants if v.honest and v.speedup(self.objective) is not None]
+
+    def best(self, max_round: int | None = None) -> Variant | None:
+        """The fastest honest variant (up to a round); None when there is none."""
+        pool = [v for v in self.honest() if max_round is None or v.slot.round <= max_round]
+        return max(pool, key=lambda v: v.speedup(self.objective)) if pool else None
+
+    def best_speedup(self, max_round: int | None = None) -> float | None:
+        best = self.best(max_round)
+        return best.speedup(self.objective) if best else None
+
+    def last_round(self) -> int:
+        return max((v.slot.round for v in self.variants), default=0)
+
+    def baselines_ms(self) -> dict[str, float]:
+        """The latest measured baseline times (eager measured beside each candidate)."""
+        for v in reversed(self.variants):
+            if v.verdict is not None and v.verdict.baselines_ms:
+                return {k: t for k, t in v.verdict.baselines_ms.items() if t}
+        return {}
