@@ -8,6 +8,7 @@ reach, and the clocks this module reads were bound before any candidate code was
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -345,8 +346,13 @@ class CandidateWorker:
 
     def op_revalidate(self, msg):
         """Write fresh values into the very buffers used during timing, then run again."""
-        results, times = [], []
+        results, fresh_ms, seen_ms = [], [], []
         flush_l2 = _timing._Flusher(self.device, True)
+
+        def call(target):
+            outs = flatten_outputs(self.model(*target))
+            return _package_outputs(outs)
+
         with torch.no_grad():
             for index, values in enumerate(msg["inputs"]):
                 target = self.timing_sets[index % len(self.timing_sets)]
@@ -354,19 +360,15 @@ class CandidateWorker:
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src.to(dst.device))
                 self._poison(msg["specs"])
-                flush_l2()  # as before every timed repetition
-                start, end = (_timing._Event(enable_timing=True) for _ in range(2)) if self.device.type == "cuda" else (None, None)
-                if start is not None:
-                    _timing._record(start)
-                outs = flatten_outputs(self.model(*target))
-                if end is not None:
-                    _timing._record(end)
-                synchronize(self.device)
-                times.append(_timing._elapsed_time(start, end) if start is not None else None)
-                results.append(_package_outputs(outs))
-        # Event time of each call on fresh values: a result cache keyed by content is fast only on
-        # the values it has seen, so these calls are far slower than the timed repetitions.
-        return {"outputs": [r[0] for r in results], "types": [r[1] for r in results], "fresh_ms": times}
+                packaged, fresh = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
+                results.append(packaged)
+                # The same call again, now on values it has just seen: like-for-like with the fresh
+                # call, so only a cache keyed by content makes the two differ.
+                _, seen = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
+                fresh_ms.append(fresh)
+                seen_ms.append(seen)
+        return {"outputs": [r[0] for r in results], "types": [r[1] for r in results],
+                "fresh_ms": fresh_ms, "seen_ms": seen_ms}
 
     def op_integrity(self, msg):
         return {
