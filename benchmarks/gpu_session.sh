@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput.
 # Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
+# Env: GPU_TESTS (test path), SUITE_ARGS (extra bench options), THROUGHPUT_COUNT.
 # Writes logs and reports under $OUT (at most 8 files come back).
 set -uo pipefail
 STAGES=${1:-"tests suite"}
@@ -18,7 +19,7 @@ for stage in $STAGES; do
     adversarial)
       python3 -m pytest -q tests/test_adversarial_corpus.py 2>&1 | tee "$OUT/adversarial.log" | tail -15 ;;
     suite)
-      python3 -m hercules.cli bench --run-dir /tmp/suite-run --device cuda > "$OUT/suite.log" 2>&1
+      python3 -m hercules.cli bench --run-dir /tmp/suite-run --device cuda ${SUITE_ARGS:-} > "$OUT/suite.log" 2>&1
       tail -45 "$OUT/suite.log"
       cp /tmp/suite-run/summary.md /tmp/suite-run/report.html /tmp/suite-run/summary.json "$OUT/" 2>/dev/null
       tar czf "$OUT/suite-logs.tgz" -C /tmp/suite-run --exclude '*.so' --exclude '*.o' . 2>/dev/null ;;
