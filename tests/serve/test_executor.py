@@ -7,24 +7,20 @@ from __future__ import annotations
 
 import os
 import signal
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
+from serve_helpers import FIXTURES, candidate_code
 
 from hercules.executor import (
     EvaluationLost,
     LocalExecutor,
-    evaluation_worker_pids,
     make_executor,
 )
 from hercules.harness.evaluate import EvalOptions
 from hercules.harness.records import Status
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -39,65 +35,27 @@ def options(tmp_path):
 
 
 def candidate(init_extra: str = "", forward: str = "return torch.relu(self.lin(x)) * 2", name: str = "c"):
-    code = textwrap.dedent(f"""
-        import os, signal, time
-        import torch
-        import torch.nn as nn
-
-        class ModelNew(nn.Module):
-            def __init__(self, n):
-                super().__init__()
-                self.lin = nn.Linear(n, n)
-                {init_extra}
-
-            def forward(self, x):
-                {forward}
-    """)
-    return Candidate(name=name, code=code, source="test")
+    return Candidate(name=name, code=candidate_code(forward=forward, init_extra=init_extra), source="test")
 
 
-def wait_for_worker(role: str, timeout: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [pid for pid, r in evaluation_worker_pids() if r == role]
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no {role} worker appeared")
-
-
-def test_concurrent_evaluations_and_a_wrong_one(problem, options):
-    with make_executor(device="cpu", workers=2) as executor:
+def test_concurrent_evaluations_crashes_and_the_retry_bound(problem, options):
+    with make_executor(device="cpu", workers=2, retries=1) as executor:
         assert executor.devices == ["cpu"] and executor.capacity == 2
-        good = executor.submit(problem, candidate(), options)
-        wrong = executor.submit(problem, candidate(forward="return self.lin(x)"), options)
-        assert good.result(timeout=120).status is Status.OK
-        assert wrong.result(timeout=120).status is Status.INCORRECT
-
-
-def test_worker_killed_mid_request_is_retried(problem, options):
-    """The candidate's worker is killed from outside while it builds: the evaluation runs again."""
-    with LocalExecutor(device="cpu", workers=1, retries=2) as executor:
-        slow = candidate(init_extra="time.sleep(1.5)")
-        future = executor.submit_tracked(problem, slow, options)
-        os.kill(wait_for_worker("candidate"), signal.SIGKILL)
-        tracked = future.result(timeout=120)
-        assert tracked.attempts == 2
-        assert tracked.verdict.status is Status.OK, tracked.verdict.error
-
-
-def test_retries_are_bounded_and_candidate_crashes_are_not_retried(problem, options):
-    with LocalExecutor(device="cpu", workers=2, retries=1) as executor:
-        # Kills itself with SIGKILL every time: indistinguishable from an outside kill, so retried,
-        # but only once; the answer is then the crash verdict.
-        suicidal = executor.submit_tracked(problem, candidate(init_extra="os.kill(os.getpid(), signal.SIGKILL)"),
-                                           options)
-        exiting = executor.submit_tracked(problem, candidate(init_extra="os._exit(3)"), options)
-        tracked = suicidal.result(timeout=120)
-        assert (tracked.attempts, tracked.verdict.status) == (2, Status.CRASH)
-        assert "SIGKILL" in tracked.verdict.error
-        tracked = exiting.result(timeout=120)
-        assert (tracked.attempts, tracked.verdict.status) == (1, Status.CRASH)
+        futures = [executor.submit_tracked(problem, c, options) for c in (
+            candidate(),
+            candidate(forward="return self.lin(x)"),
+            # Kills itself with SIGKILL every time: indistinguishable from an outside kill, so
+            # retried, but only once; the answer is then the crash verdict.
+            candidate(init_extra="os.kill(os.getpid(), signal.SIGKILL)"),
+            # Exits by itself: the candidate's fault, never retried.
+            candidate(init_extra="os._exit(3)"),
+        )]
+        good, wrong, suicidal, exiting = (f.result(timeout=180) for f in futures)
+    assert (good.verdict.status, good.attempts) == (Status.OK, 1)
+    assert wrong.verdict.status is Status.INCORRECT
+    assert (suicidal.attempts, suicidal.verdict.status) == (2, Status.CRASH)
+    assert "SIGKILL" in suicidal.verdict.error
+    assert (exiting.attempts, exiting.verdict.status) == (1, Status.CRASH)
 
 
 def test_bad_devices_are_refused(problem, options):

@@ -1,0 +1,110 @@
+"""HTTP routes over ``RewardService`` (aiohttp).
+
+    POST /v1/evaluate        {"problem": NAME | CODE | {"code", "name"}, "candidate": CODE | {"code", "name"}
+                              (or "completion": MODEL OUTPUT), "options": {...}, "reward": {...}}
+                             -> one answer: status, reward, speedup, cached, deduplicated, attempts, verdict
+    POST /v1/evaluate/batch  {"items": [submission, ...], "problem"/"options"/"reward": defaults for every item}
+                             -> {"results": [answer, ...]} in the order given
+    GET  /v1/problems        the built-in problem names
+    GET  /health             200 while the dispatchers run
+    GET  /metrics            counts, queue depth, p50/p99 latency, cache hits (JSON)
+
+Errors: 400 with {"error": one line} for unusable input, 429 when the queue stays full, 503 when an
+evaluation was lost after its retries (a batch answers such items with status "error" instead).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hercules.serve.problems import BadRequest
+from hercules.serve.service import QueueFull, RewardService
+
+# Problem and candidate sources are small; a batch of a few hundred stays far below this.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _aiohttp():
+    try:
+        from aiohttp import web
+    except ImportError:
+        raise RuntimeError("hercules serve needs aiohttp: pip install 'hercules[serve]'") from None
+    return web
+
+
+def make_app(service: RewardService):
+    web = _aiohttp()
+
+    def reply(data: Any, status: int = 200):
+        return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, allow_nan=False))
+
+    async def body(request) -> dict[str, Any]:
+        try:
+            data = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequest("the body must be a JSON object") from None
+        if not isinstance(data, dict):
+            raise BadRequest("the body must be a JSON object")
+        return data
+
+    @web.middleware
+    async def errors(request, handler):
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            service.metrics.count("bad_requests")
+            return reply({"error": str(exc)}, 400)
+        except QueueFull as exc:
+            service.metrics.count("rejected_queue_full")
+            return reply({"error": str(exc)}, 429)
+
+    async def evaluate(request):
+        answer = await service.evaluate(service.parse(await body(request)))
+        return reply(answer.to_json(), 503 if answer.status == "error" else 200)
+
+    async def batch(request):
+        data = await body(request)
+        items = data.get("items")
+        if not isinstance(items, list) or not items:
+            raise BadRequest("'items' must be a non-empty list of submissions")
+        defaults = {k: data[k] for k in ("problem", "options", "reward") if k in data}
+        submissions = [service.parse(item, defaults) for item in items]  # all valid, or none run
+        answers = await service.evaluate_many(submissions)
+        return reply({"results": [a.to_json() for a in answers]})
+
+    async def problems(request):
+        from hercules.suite.catalog import suite_problem_names
+
+        return reply({"problems": suite_problem_names()})
+
+    async def health(request):
+        state = service.health()
+        return reply(state, 200 if state["ok"] else 503)
+
+    async def metrics(request):
+        return reply(service.metrics_json())
+
+    async def on_startup(app):
+        await service.start()
+
+    async def on_cleanup(app):
+        await service.stop()
+
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY_BYTES)
+    app.add_routes([
+        web.post("/v1/evaluate", evaluate),
+        web.post("/v1/evaluate/batch", batch),
+        web.get("/v1/problems", problems),
+        web.get("/health", health),
+        web.get("/metrics", metrics),
+    ])
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
+
+
+def run_server(service: RewardService, host: str = "127.0.0.1", port: int = 8700, print_fn=print) -> None:
+    """Serve until interrupted (SIGINT/SIGTERM end it cleanly: queue dropped, workers closed)."""
+    web = _aiohttp()
+    web.run_app(make_app(service), host=host, port=port, print=print_fn, access_log=None)

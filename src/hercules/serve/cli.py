@@ -1,0 +1,86 @@
+"""``hercules serve``: the reward service's command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from hercules.reward import BASELINES, TRANSFORMS
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
+@click.option("--port", default=8700, show_default=True, type=int)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--workers", type=int, default=None,
+              help="Evaluations at once (local: default two per GPU; Ray on CPU: number of actors).")
+@click.option("--ray-address", default=None, help="Evaluate on a Ray cluster (one actor per GPU); 'local' "
+              "starts a local Ray instance.")
+@click.option("--retries", default=2, show_default=True, type=int,
+              help="Re-runs of an evaluation whose worker or actor was killed under it.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("hercules-serve.sqlite"), show_default=True, help="SQLite verdict cache (kept across "
+              "restarts).")
+@click.option("--no-cache", is_flag=True, help="Evaluate every submission, even one seen before.")
+@click.option("--queue-size", default=256, show_default=True, type=int, help="Submissions waiting at most.")
+@click.option("--admission-timeout", default=30.0, show_default=True, type=float,
+              help="Seconds a submission waits for room in a full queue before HTTP 429.")
+@click.option("--budget", default=0.3, show_default=True, type=float, help="Timing budget per measurement (s).")
+@click.option("--trials", default=5, show_default=True, type=int, help="Correctness trials on fresh inputs.")
+@click.option("--baselines", default=None, help="Comma-separated baselines to time (default: all the device "
+              "has; CPU: eager).")
+@click.option("--reward-transform", type=click.Choice(TRANSFORMS), default="log", show_default=True)
+@click.option("--reward-baseline", type=click.Choice(BASELINES), default="eager", show_default=True,
+              help="Which speedup the reward is computed from.")
+@click.option("--normalize", is_flag=True, help="Normalise scored rewards by the running mean and std.")
+@click.option("--clip-min", type=float, default=None)
+@click.option("--clip-max", type=float, default=None)
+@click.option("--incorrect-penalty", default=-1.0, show_default=True, type=float,
+              help="Reward of incorrect, failing or code-less submissions.")
+@click.option("--flagged-penalty", default=-1.0, show_default=True, type=float,
+              help="Reward of correct submissions that an anti-hacking check flagged.")
+def serve_command(host, port, device, workers, ray_address, retries, cache_path, no_cache, queue_size,
+                  admission_timeout, budget, trials, baselines, reward_transform, reward_baseline, normalize,
+                  clip_min, clip_max, incorrect_penalty, flagged_penalty) -> None:
+    """Serve verdicts and rewards over HTTP for RL trainers.
+
+    POST /v1/evaluate with a problem (built-in name or KernelBench code) and a candidate (ModelNew
+    code, or a model's completion to extract it from); get back the verdict and a reward. Batches go
+    to /v1/evaluate/batch; /health and /metrics report the queue, latency and cache hits.
+
+    \b
+    Examples:
+      hercules serve --port 8700
+      hercules serve --device cpu --workers 2 --budget 0.05 --trials 2
+      hercules serve --ray-address auto --reward-baseline best --normalize --clip-min -3 --clip-max 3
+      curl -s localhost:8700/v1/evaluate -d '{"problem": "mish_fp32", "candidate": "..."}'
+    """
+    from hercules.executor import make_executor
+    from hercules.reward import RewardConfig
+    from hercules.serve.app import run_server
+    from hercules.serve.cache import VerdictCache
+    from hercules.serve.service import RewardService, default_options
+
+    def fail(message: str) -> None:
+        click.echo(f"hercules: error: {message}", err=True)
+        sys.exit(2)
+
+    if budget <= 0 or trials < 1 or queue_size < 1:
+        fail("--budget must be positive, --trials and --queue-size at least 1")
+    try:
+        reward = RewardConfig(transform=reward_transform, baseline=reward_baseline, normalize=normalize,
+                              clip_min=clip_min, clip_max=clip_max, incorrect_penalty=incorrect_penalty,
+                              flagged_penalty=flagged_penalty)
+        executor = make_executor(ray_address=ray_address, device=device, workers=workers, retries=retries)
+    except (ValueError, RuntimeError) as exc:
+        fail(str(exc))
+    names = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None
+    options = default_options(executor, budget_s=budget, trials=trials, baselines=names)
+    cache = None if no_cache else VerdictCache(cache_path)
+    service = RewardService(executor, options=options, reward=reward, cache=cache, queue_size=queue_size,
+                            admission_timeout_s=admission_timeout)
+    click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
+               f"({executor.capacity} at once), cache {cache_path if cache is not None else 'off'}", err=True)
+    run_server(service, host=host, port=port, print_fn=lambda *a, **k: None)

@@ -1,0 +1,258 @@
+"""The reward service without HTTP: admission queue, cache, de-duplication, executor, reward.
+
+One submission flows like this:
+
+    parse (problem by name or code, candidate code or a completion to extract it from, options)
+      -> content key -> cache hit?            answer from SQLite
+                     -> same key in flight?   wait for that evaluation (never evaluated twice)
+                     -> bounded queue         (full for admission_timeout_s: QueueFull, HTTP 429)
+                     -> dispatcher -> executor (retries dead workers itself) -> cache -> answer
+
+Dispatchers are as many as the executor runs at once, so the queue holds exactly what waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hercules.executor import (
+    EvalExecutor,
+    EvaluationLost,
+    Tracked,
+    infrastructure_failure,
+)
+from hercules.harness.evaluate import EvalOptions
+from hercules.harness.records import Verdict
+from hercules.problems.model import Candidate, Problem
+from hercules.reward import Reward, RewardConfig, RunningNormalizer, compute_reward
+from hercules.serve.cache import VerdictCache, submission_key
+from hercules.serve.metrics import Metrics
+from hercules.serve.problems import BadRequest, resolve_problem
+
+# Evaluation options a request may set; the device, folders and timeouts stay the server's.
+REQUEST_OPTIONS = {"trials": int, "timing_budget_s": float, "warmup_s": float, "revalidation_sets": int,
+                   "baselines": tuple}
+
+
+def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: int = 5,
+                    baselines: tuple[str, ...] | None = None) -> EvalOptions:
+    """The server's evaluation options. On the CPU only eager is timed beside each submission
+    (compiling the other baselines takes minutes there); on a GPU every baseline (cached per problem)."""
+    if baselines is None and executor.devices[0].endswith("cpu"):
+        baselines = ("eager",)
+    return EvalOptions(device="auto", trials=trials, timing_budget_s=budget_s, warmup_s=min(0.05, budget_s / 4),
+                       baselines=baselines)
+
+
+class QueueFull(RuntimeError):
+    """No room in the queue within the admission timeout (HTTP 429: try again later)."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    problem: Problem
+    candidate: Candidate | None  # None: no code could be extracted from the completion
+    options: EvalOptions
+    reward: RewardConfig
+    key: str
+    extraction: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    key: str
+    status: str  # the verdict's status, "no_code", or "error" (the evaluation was lost)
+    reward: float | None
+    speedup: float | None
+    cached: bool = False
+    deduplicated: bool = False
+    attempts: int = 0
+    latency_s: float = 0.0
+    verdict: Verdict | None = None
+    error: str | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "status": self.status, "reward": self.reward, "speedup": self.speedup,
+            "cached": self.cached, "deduplicated": self.deduplicated, "attempts": self.attempts,
+            "latency_ms": round(self.latency_s * 1e3, 2), "error": self.error, "note": self.note,
+            "verdict": self.verdict.to_json() if self.verdict else None,
+        }
+
+
+@dataclass
+class _Job:
+    submission: Submission
+    future: asyncio.Future = field(repr=False)
+
+
+class RewardService:
+    def __init__(self, executor: EvalExecutor, *, options: EvalOptions, reward: RewardConfig | None = None,
+                 cache: VerdictCache | None = None, queue_size: int = 256, admission_timeout_s: float = 30.0):
+        if queue_size < 1:
+            raise ValueError(f"queue size must be at least 1 (got {queue_size})")
+        self.executor = executor
+        self.options = options
+        self.reward = reward or RewardConfig()
+        self.cache = cache
+        self.queue_size = queue_size
+        self.admission_timeout_s = admission_timeout_s
+        self.metrics = Metrics()
+        self._normalizers: dict[tuple[str, str], RunningNormalizer] = {}
+        self._inflight: dict[str, asyncio.Future] = {}
+        self._queue: asyncio.Queue[_Job] | None = None
+        self._dispatchers: list[asyncio.Task] = []
+        self._running = 0
+
+    # ---- life cycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        self._queue = asyncio.Queue(maxsize=self.queue_size)
+        self._dispatchers = [asyncio.create_task(self._dispatch()) for _ in range(self.executor.capacity)]
+
+    async def stop(self) -> None:
+        for task in self._dispatchers:
+            task.cancel()
+        await asyncio.gather(*self._dispatchers, return_exceptions=True)
+        await asyncio.to_thread(self.executor.close)
+        if self.cache is not None:
+            self.cache.close()
+
+    # ---- requests ------------------------------------------------------------------------
+    def parse(self, item: Any, defaults: dict[str, Any] | None = None) -> Submission:
+        """One request item -> Submission; BadRequest with a one-line reason otherwise."""
+        if not isinstance(item, dict):
+            raise BadRequest("each submission must be a JSON object")
+        merged = {**(defaults or {}), **item}
+        problem = resolve_problem(merged.get("problem"))
+        candidate, extraction = self._candidate(merged, problem)
+        options = self._options(merged.get("options"))
+        try:
+            reward = replace(self.reward, **(merged.get("reward") or {}))
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"reward options: {exc}") from None
+        key = submission_key(problem, candidate.code if candidate else "", options)
+        return Submission(problem, candidate, options, reward, key, extraction)
+
+    def _candidate(self, item: dict[str, Any], problem: Problem) -> tuple[Candidate | None, str]:
+        spec = item.get("candidate")
+        name = str(item.get("name") or "candidate")
+        if isinstance(spec, dict):
+            name, spec = str(spec.get("name") or name), spec.get("code")
+        if isinstance(spec, str) and spec.strip():
+            return Candidate(name=name, code=spec, source="request", problem=problem.name), "code"
+        if isinstance(item.get("completion"), str):
+            from hercules.optimize.extract import extract_code
+
+            found = extract_code(item["completion"])
+            if found.code is None:
+                return None, found.reason
+            return Candidate(name=name, code=found.code, source="completion", problem=problem.name), found.reason
+        raise BadRequest("give 'candidate' (ModelNew source) or 'completion' (model output holding it)")
+
+    def _options(self, given: Any) -> EvalOptions:
+        if given is None:
+            return self.options
+        if not isinstance(given, dict):
+            raise BadRequest("options must be an object")
+        unknown = sorted(set(given) - set(REQUEST_OPTIONS))
+        if unknown:
+            raise BadRequest(f"options not settable per request: {', '.join(unknown)} "
+                             f"(settable: {', '.join(REQUEST_OPTIONS)})")
+        try:
+            values = {k: REQUEST_OPTIONS[k](v) for k, v in given.items()}
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"options: {exc}") from None
+        if values.get("trials", 1) < 1 or values.get("timing_budget_s", 1.0) <= 0:
+            raise BadRequest("options: trials must be >= 1 and timing_budget_s > 0")
+        return replace(self.options, **values)
+
+    async def evaluate(self, submission: Submission) -> Answer:
+        started = time.perf_counter()
+        self.metrics.count("submissions")
+        answer = await self._answer(submission)
+        answer = replace(answer, latency_s=time.perf_counter() - started)
+        self.metrics.answered(answer.status, answer.latency_s)
+        return answer
+
+    async def evaluate_many(self, submissions: list[Submission]) -> list[Answer]:
+        if len(submissions) > self.queue_size:
+            raise BadRequest(f"batch of {len(submissions)} exceeds the queue size {self.queue_size}")
+        self.metrics.count("batches")
+        return list(await asyncio.gather(*(self.evaluate(s) for s in submissions)))
+
+    async def _answer(self, sub: Submission) -> Answer:
+        if sub.candidate is None:
+            self.metrics.count("no_code")
+            reward = compute_reward(None, sub.reward)
+            return Answer(sub.key, "no_code", reward.value, None, error=sub.extraction, note=reward.note)
+        if self.cache is not None:
+            verdict = await asyncio.to_thread(self.cache.get, sub.key)
+            if verdict is not None:
+                self.metrics.count("cache_hits")
+                return self._scored(sub, Tracked(verdict, 0), cached=True)
+        shared = self._inflight.get(sub.key)
+        deduplicated = shared is not None
+        if shared is None:
+            shared = self._inflight[sub.key] = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(self._queue.put(_Job(sub, shared)), self.admission_timeout_s)
+            except asyncio.TimeoutError:
+                self._inflight.pop(sub.key, None)
+                shared.set_exception(QueueFull(f"queue full ({self.queue_size} waiting) for "
+                                               f"{self.admission_timeout_s:.0f} s"))
+        else:
+            self.metrics.count("deduplicated")
+        try:
+            tracked = await asyncio.shield(shared)
+        except EvaluationLost as exc:
+            return Answer(sub.key, "error", None, None, deduplicated=deduplicated, error=str(exc))
+        return self._scored(sub, tracked, deduplicated=deduplicated)
+
+    def _scored(self, sub: Submission, tracked: Tracked, cached: bool = False, deduplicated: bool = False) -> Answer:
+        normalizer = self._normalizers.setdefault((sub.reward.transform, sub.reward.baseline), RunningNormalizer())
+        reward: Reward = compute_reward(tracked.verdict, sub.reward, normalizer)
+        return Answer(sub.key, tracked.verdict.status.value, reward.value, reward.speedup, cached=cached,
+                      deduplicated=deduplicated, attempts=tracked.attempts, verdict=tracked.verdict,
+                      error=tracked.verdict.error, note=reward.note)
+
+    async def _dispatch(self) -> None:
+        while True:
+            job = await self._queue.get()
+            self._running += 1
+            sub = job.submission
+            try:
+                tracked = await asyncio.wrap_future(
+                    self.executor.submit_tracked(sub.problem, sub.candidate, sub.options))
+                self.metrics.count("evaluations")
+                self.metrics.count("retries", tracked.attempts - 1)
+                self.metrics.evaluated(tracked.verdict.seconds)
+                if self.cache is not None and not infrastructure_failure(tracked.verdict):
+                    await asyncio.to_thread(self.cache.put, sub.key, tracked.verdict)
+                job.future.set_result(tracked)
+            except Exception as exc:  # noqa: BLE001 (a dispatcher must outlive any one job)
+                self.metrics.count("lost")
+                job.future.set_exception(exc if isinstance(exc, EvaluationLost) else EvaluationLost(str(exc)))
+            finally:
+                self._inflight.pop(sub.key, None)
+                self._running -= 1
+                self._queue.task_done()
+
+    # ---- status --------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return {"ok": all(not t.done() for t in self._dispatchers), "devices": self.executor.devices,
+                "capacity": self.executor.capacity, "queue_depth": self.queue_depth, "running": self._running}
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize() if self._queue else 0
+
+    def metrics_json(self) -> dict[str, Any]:
+        return self.metrics.snapshot(
+            queue_depth=self.queue_depth, queue_size=self.queue_size, running=self._running,
+            inflight_keys=len(self._inflight), cache_entries=len(self.cache) if self.cache is not None else 0,
+            normalizers={f"{t}/{b}": n.state() for (t, b), n in self._normalizers.items()},
+        )
