@@ -26,7 +26,6 @@ _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
 _elapsed_time = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
-_device_sleep = torch.cuda._sleep
 _synchronize = torch.cuda.synchronize
 
 # Twice the H200's 60 MB L2 (and any smaller part's): zeroing it evicts the previous repetition's data.
@@ -110,21 +109,15 @@ def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.de
     return (end - start) * 1e3 / calls, (issued - start) * 1e3 / calls
 
 
-# Cycles the device spins before a single timed call (~5 ms at the H200's 1.98 GHz): long enough
-# for the host to issue any forward's kernels, so the events bracket device work as they do in
-# the back-to-back repetitions of time_callable, not the host's launch overhead. Without it a
-# single call on an idle H200 read 0.18-0.30 ms for kernels timed at 0.013-0.049 ms.
-SINGLE_CALL_LEAD_CYCLES = 10_000_000
-
-
 def single_call_ms(fn: Callable[[], Any], device: torch.device, flush) -> tuple[Any, float | None]:
-    """One call after an L2 flush, timed by CUDA events with the host's issuing hidden behind a
-    device-side spin. Returns (result, ms); ms is None off CUDA."""
+    """One call after an L2 flush and a synchronise, timed by CUDA events (so the figure includes the
+    host's launch overhead: compare it only with another single call). Returns (result, ms); ms is
+    None off CUDA."""
     if device.type != "cuda":
         return fn(), None
     flush()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-    _device_sleep(SINGLE_CALL_LEAD_CYCLES)
+    _sync(device)
     _record(start)
     result = fn()
     _record(end)
