@@ -350,8 +350,7 @@ class CandidateWorker:
         flush_l2 = _timing._Flusher(self.device, True)
 
         def call(target):
-            outs = flatten_outputs(self.model(*target))
-            return _package_outputs(outs)
+            return flatten_outputs(self.model(*target))
 
         with torch.no_grad():
             for index, values in enumerate(msg["inputs"]):
@@ -360,8 +359,10 @@ class CandidateWorker:
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src.to(dst.device))
                 self._poison(msg["specs"])
-                packaged, fresh = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
-                results.append(packaged)
+                outs, fresh = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
+                # Packaged only after the device-wide synchronise inside single_call_ms, so work left
+                # on another stream is finished (as in every other comparison), not read half-done.
+                results.append(_package_outputs(outs))
                 # The same call again, now on values it has just seen: like-for-like with the fresh
                 # call, so only a cache keyed by content makes the two differ.
                 _, seen = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
