@@ -1,0 +1,195 @@
+"""One attempt: a solution file in a fresh workspace -> build -> test -> classified, timed result.
+
+Three ways to run, chosen by the instance's layout (``Instance.kind``):
+  native       the instance's own build and test commands (arch flags adapted)
+  kernelbench  the evaluation core (problem.py + the solution as ModelNew); on a machine without
+               a GPU a CUDA candidate's sources are compiled by ``kbbuild`` for real build evidence
+  defpy        ``def.py`` tasks (signature + PyTorch reference): built into a shared library with
+               nvcc, run and timed against the testbench's ``reference.cu`` by ``defpy_driver``
+Without a GPU nothing native runs: a clean build is ``untested``, never a pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hercules.debug import classifier as cls
+from hercules.debug.corpus import Instance
+from hercules.debug.gate import GateResult, parse_task_timing
+from hercules.debug.toolchain import Toolchain, adapt_command
+from hercules.debug.workspace import CommandResult, prepare, run_command, skipped
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    device: str = "cpu"  # "cpu" | "cuda" | "auto"
+    build_timeout_s: float = 300.0
+    test_timeout_s: float = 180.0
+    timing_budget_s: float = 0.3
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "hercules")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running one solution file produced (before the gate compares it with the reference)."""
+
+    kind: str
+    code_hash: str
+    build: CommandResult | None
+    test: CommandResult | None
+    verdict: dict[str, Any] | None
+    classification: cls.Classification
+    correct: bool
+    time_ms: float | None  # the candidate's time by ``method`` (None: not timed)
+    method: str
+    ref_ms: float | None = None  # only where the same run times the reference too (core, defpy)
+    notes: tuple[str, ...] = ()
+
+    def gate(self, reference_ms: float | None) -> GateResult:
+        ref = self.ref_ms if self.ref_ms is not None else reference_ms
+        speedup = ref / self.time_ms if ref and self.time_ms else None
+        return GateResult(self.correct, speedup, ref, self.time_ms, self.method)
+
+    def to_json(self) -> dict[str, Any]:
+        from hercules.harness.records import to_jsonable
+
+        return to_jsonable(self)
+
+
+def code_hash(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def _failed_test_output(test: CommandResult) -> bool:
+    """Harnesses that exit 0 but print a failure (``compare_output.py`` prints ``F``)."""
+    lines = [ln.strip() for ln in test.stdout.strip().splitlines() if ln.strip()]
+    return bool(lines) and (lines[-1] in ("F", "FAIL", "FAILED") or lines[-1].startswith("FAIL"))
+
+
+def run_native(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
+               gpu_lock: threading.Lock) -> Outcome:
+    ws = prepare(inst, code, where)
+    build_cmd, notes = adapt_command(inst.build_command, tc)
+    build = run_command("build", build_cmd, ws, tc.environ(), opts.build_timeout_s, where, notes)
+    h = code_hash(code)
+    if not build.ok:
+        return Outcome("native", h, build, None, None, cls.classify_build(build.text, build.timed_out), False,
+                       None, "none", notes=notes)
+    test_cmd, tnotes = adapt_command(inst.test_command, tc)
+    if not test_cmd.strip():
+        test = skipped("test", test_cmd, "the instance has no test command")
+        return Outcome("native", h, build, test, None, cls.Classification(cls.UNTESTED, "no_test", test.skipped),
+                       False, None, "none", notes=notes)
+    if not tc.gpu_present:
+        why = f"no GPU: built for sm_{tc.arch} as a compile-only check, not run"
+        test = skipped("test", test_cmd, why, tnotes)
+        return Outcome("native", h, build, test, None, cls.Classification(cls.UNTESTED, "no_device", why),
+                       False, None, "none", notes=notes + tnotes)
+    with gpu_lock:  # one test on the GPU at a time: its wall time is the gate's measurement
+        test = run_command("test", test_cmd, ws, tc.environ(), opts.test_timeout_s, where, tnotes)
+    if test.ok and not _failed_test_output(test):
+        own = parse_task_timing(test.stdout)
+        method, ms = ("task_output", own) if own else ("test_wall", test.seconds * 1e3)
+        return Outcome("native", h, build, test, None, cls.Classification(cls.PASSED), True, ms, method,
+                       notes=notes + tnotes)
+    found = cls.classify_run(test.text, test.returncode, test.signal, test.timed_out)
+    if test.ok:  # exit 0 but the harness printed a failure
+        found = cls.Classification(cls.WRONG, "test_output", test.stdout.strip().splitlines()[-1][:200])
+    return Outcome("native", h, build, test, None, found, False, None, "none", notes=notes + tnotes)
+
+
+def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
+                    gpu_lock: threading.Lock) -> Outcome:
+    from hercules.harness.evaluate import EvalOptions, evaluate
+    from hercules.problems.model import Candidate, Problem
+
+    ws = prepare(inst, code, where)
+    problem_code = (ws / "problem.py").read_text(encoding="utf-8")
+    problem = Problem(name=inst.task_id, code=problem_code, source=str(inst.testbench / "problem.py"))
+    candidate = Candidate(name=f"{inst.task_id}:{code_hash(code)}", code=code, source=inst.solution_file,
+                          problem=inst.task_id)
+    device = "cpu" if not tc.gpu_present else "cuda"
+    options = EvalOptions(device=device, baselines=("eager",), timing_budget_s=opts.timing_budget_s,
+                          artifacts_dir=where / "eval", build_timeout_s=opts.build_timeout_s,
+                          run_timeout_s=opts.test_timeout_s, cache_dir=opts.cache_dir)
+    verdict = evaluate(problem, candidate, options, gpu_lock=gpu_lock)
+    data = verdict.to_json()
+    h = code_hash(code)
+    status = verdict.status.value
+    build_log = verdict.build.log if verdict.build else ""
+    if status == "skipped":
+        # No GPU: compile the candidate's native sources for real (compile-only, sm_90).
+        cmd = (f"{shlex.quote(sys.executable)} -m hercules.debug.kbbuild {shlex.quote(inst.solution_file)} "
+               f"{shlex.quote(str(where / 'kbbuild'))} --arch {tc.arch}")
+        note = f"CUDA candidate skipped by the core (no GPU); sources compiled for sm_{tc.arch}, not linked or run"
+        build = run_command("build", cmd, ws, tc.environ(), opts.build_timeout_s, where, (note,))
+        if build.ok:
+            found = cls.Classification(cls.UNTESTED, "no_device", note)
+        elif build.returncode == 3:  # compiled, then the module's own import code failed
+            found = cls.classify_run(build.text, None, None, False)
+        else:
+            found = cls.classify_build(build.text, build.timed_out)
+        return Outcome("kernelbench", h, build, None, data, found, False, None, "none", notes=(note,))
+    found = cls.classify_verdict(status, verdict.error or "", build_log)
+    correct = status == "ok"
+    speedup_eager = verdict.speedup.eager
+    # KernelBench references are the PyTorch problem itself: eager, timed beside the candidate.
+    ref_ms = verdict.cand_ms * speedup_eager if (verdict.cand_ms and speedup_eager) else verdict.ref_ms
+    return Outcome("kernelbench", h, None, None, data, found, correct, verdict.cand_ms if correct else None,
+                   "core:eager", ref_ms=ref_ms if correct else None)
+
+
+def run_defpy(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
+              gpu_lock: threading.Lock) -> Outcome:
+    ws = prepare(inst, code, where)
+    py = shlex.quote(sys.executable)
+    build_cmd = f"{py} -m hercules.debug.defpy_driver build {shlex.quote(inst.solution_file)} --arch {tc.arch}"
+    note = f"def.py task: built as a shared library for sm_{tc.arch} by hercules.debug.defpy_driver"
+    build = run_command("build", build_cmd, ws, tc.environ(), opts.build_timeout_s, where, (note,))
+    h = code_hash(code)
+    if not build.ok:
+        return Outcome("defpy", h, build, None, None, cls.classify_build(build.text, build.timed_out), False,
+                       None, "none", notes=(note,))
+    if not tc.gpu_present:
+        why = f"no GPU: built for sm_{tc.arch} as a compile-only check, not run"
+        return Outcome("defpy", h, build, skipped("test", "", why), None,
+                       cls.Classification(cls.UNTESTED, "no_device", why), False, None, "none", notes=(note,))
+    test_cmd = f"{py} -m hercules.debug.defpy_driver test {shlex.quote(inst.solution_file)} --arch {tc.arch}"
+    with gpu_lock:
+        test = run_command("test", test_cmd, ws, tc.environ(), opts.test_timeout_s, where, (note,))
+    report = _last_json(test.stdout)
+    if test.ok and report and report.get("correct"):
+        return Outcome("defpy", h, build, test, None, cls.Classification(cls.PASSED), True, report["cand_ms"],
+                       "defpy_events", ref_ms=report.get("ref_ms"), notes=(note,))
+    found = cls.classify_run(test.text, test.returncode, test.signal, test.timed_out)
+    if report and report.get("correct") is False:
+        found = cls.Classification(cls.WRONG, "", str(report.get("error", "outputs differ")))
+    return Outcome("defpy", h, build, test, None, found, False, None, "none", notes=(note,))
+
+
+def _last_json(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+RUNNERS = {"native": run_native, "kernelbench": run_kernelbench, "defpy": run_defpy}
+
+
+def run_solution(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
+                 gpu_lock: threading.Lock) -> tuple[Outcome, float]:
+    start = time.perf_counter()
+    outcome = RUNNERS[inst.kind](inst, code, where, tc, opts, gpu_lock)
+    return outcome, time.perf_counter() - start

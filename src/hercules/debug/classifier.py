@@ -1,0 +1,165 @@
+"""Failure classifier: raw evidence (build/test output, exit status, signal, the core's verdict)
+-> one category, a subtype and the line that decided it.
+
+Only compiler, linker, runtime and test output are read -- never the instance's name or label.
+Build evidence is searched for the candidate's own errors first (compiler ``error:`` lines, link
+errors, missing headers, Python tracebacks); environment causes (no compiler, library file not
+found, no GPU) only win when nothing the candidate wrote is blamed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Classified categories (the label each one agrees with is in LABEL_OF).
+ENV, BUILD, OOM, ILLEGAL, LAUNCH, TIMEOUT = "env", "build", "oom", "illegal_memory", "launch", "timeout"
+WRONG, CRASH, SUSPICIOUS, SLOW, PASSED, UNTESTED = (
+    "wrong_result", "crash", "suspicious", "slow", "passed", "untested")
+CATEGORIES = (ENV, BUILD, OOM, ILLEGAL, LAUNCH, TIMEOUT, WRONG, CRASH, SUSPICIOUS, SLOW, PASSED, UNTESTED)
+LABEL_OF = {BUILD: "compile_error", WRONG: "logic_error", SUSPICIOUS: "logic_error", OOM: "memory_crash",
+            ILLEGAL: "memory_crash", LAUNCH: "memory_crash", CRASH: "memory_crash", TIMEOUT: "timeout",
+            SLOW: "perf_broken"}
+
+# Headers of CUDA libraries a machine may simply not have (the candidate may still be right).
+LIBRARY_HEADER = re.compile(r"^(cublas|cusparse|cusolver|cufft|curand|cudnn|nccl|nvtx|cutlass|cute)", re.IGNORECASE)
+
+_COMPILER_ERROR = re.compile(
+    r"^(?P<line>(?:[^\s:][^:\n]*?\(\d+\)|[^\s:][^:\n]*?:\d+(?::\d+)?): (?:fatal )?error[^:\n]*: .*)$"
+    r"|^(?P<nvcc>nvcc (?:fatal|error)\s*: .*)$", re.MULTILINE)
+_MISSING_HEADER = re.compile(r"fatal error: (?P<h>[^:\n]+): No such file or directory")
+_LINK = re.compile(r"undefined reference to|multiple definition of|nvlink error|ld returned \d+ exit status"
+                   r"|undefined symbol|relocation .* against", re.IGNORECASE)
+_LIB_MISSING = re.compile(r"cannot find -l(\S+)|error while loading shared libraries|"
+                          r"cannot open shared object file", re.IGNORECASE)
+_PY_ERROR = re.compile(r"^(?P<e>(?:SyntaxError|IndentationError|TabError|NameError|ImportError|TypeError|"
+                       r"AttributeError|ValueError|RuntimeError)\b.*)$", re.MULTILINE)
+_TOOLCHAIN = re.compile(r"(nvcc|make|c\+\+|g\+\+|ninja): (command )?not found|: command not found|nvcc fatal\s*: (Unsupported gpu "
+                        r"architecture|Could not detect|Cannot find compiler)|No CMAKE_CUDA_COMPILER", re.IGNORECASE)
+_API = re.compile(r"\b(cuda\w*|cu(blas|fft|sparse|solver|rand)\w*|thrust|cub|nvcuda|wmma|at::|torch::|c10::|"
+                  r"__\w+|atomic\w*|warp\w*|__shfl\w*|dim3|<<<)", re.IGNORECASE)
+
+_OOM = re.compile(r"out of memory|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|OutOfMemoryError", re.IGNORECASE)
+_ILLEGAL = re.compile(r"illegal memory access|misaligned address|Invalid __(global|shared|local)__ (read|write)|"
+                      r"cudaErrorIllegalAddress|cudaErrorMisalignedAddress|illegal instruction|"
+                      r"out of bounds|invalid address|Segmentation fault|detected by compute-sanitizer", re.IGNORECASE)
+_LAUNCH = re.compile(r"too many resources requested for launch|invalid configuration argument|"
+                     r"unspecified launch failure|launch timed out|cudaErrorLaunch\w*|invalid argument|"
+                     r"cudaErrorInvalidConfiguration|exceeds (the )?maximum|invalid device function", re.IGNORECASE)
+_ENV_RUN = re.compile(r"no CUDA-capable device|CUDA driver version is insufficient|no kernel image is available|"
+                      r"cudaErrorNoDevice|cudaErrorInsufficientDriver|ModuleNotFoundError|No module named|"
+                      r"Torch not compiled with CUDA|Found no NVIDIA driver|compute-sanitizer: command not found", re.IGNORECASE)
+_WRONG = re.compile(r"Assertion .* failed|AssertionError|mismatch|Verification failed|incorrect|wrong|"
+                    r"\bFAIL(ED)?\b|does not match|max(imum)? (abs(olute)? )?(diff|error)|^F$", re.IGNORECASE | re.MULTILINE)
+SIGNAL_NAMES = {6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV"}
+
+
+@dataclass(frozen=True)
+class Classification:
+    category: str
+    subtype: str = ""
+    reason: str = ""  # the evidence line that decided it
+    environment_suspect: bool = False  # e.g. a CUDA library header this machine lacks
+
+    @property
+    def label(self) -> str | None:
+        """The corpus error_category this classification agrees with (None for pass/env/untested)."""
+        return LABEL_OF.get(self.category)
+
+
+def _first(pattern: re.Pattern, text: str) -> str | None:
+    m = pattern.search(text)
+    if not m:
+        return None
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    return text[start:end if end >= 0 else len(text)].strip()[:400]
+
+
+def _subtype_of_compile_error(line: str) -> str:
+    message = line.split("error", 1)[-1]
+    return "api_misuse" if _API.search(message) else "syntax_type"
+
+
+def classify_build(text: str, timed_out: bool = False) -> Classification:
+    """A failed build: the candidate's errors first, then the environment's."""
+    if timed_out:
+        return Classification(TIMEOUT, "build", "build timed out")
+    header = _MISSING_HEADER.search(text)
+    compiler = _COMPILER_ERROR.search(text)
+    if compiler and not (header and compiler.group(0).strip() == _first(_MISSING_HEADER, text)):
+        line = compiler.group(0).strip()[:400]
+        if not header:
+            return Classification(BUILD, _subtype_of_compile_error(line), line)
+    if header:
+        name = header.group("h").strip()
+        base = name.rsplit("/", 1)[-1]
+        return Classification(BUILD, "missing_header", _first(_MISSING_HEADER, text) or name,
+                              environment_suspect=bool(LIBRARY_HEADER.match(base)))
+    if compiler:
+        line = compiler.group(0).strip()[:400]
+        return Classification(BUILD, _subtype_of_compile_error(line), line)
+    if (lib := _first(_LIB_MISSING, text)) and not _first(re.compile(r"undefined reference"), text):
+        return Classification(ENV, "library_missing", lib)
+    if link := _first(_LINK, text):
+        return Classification(BUILD, "link", link)
+    if tool := _first(_TOOLCHAIN, text):
+        return Classification(ENV, "toolchain", tool)
+    if "Traceback (most recent call last)" in text or _PY_ERROR.search(text):
+        err = _first(_PY_ERROR, text) or "Python traceback"
+        if re.search(r"No module named|ModuleNotFoundError", err):
+            return Classification(ENV, "python_module", err)
+        return Classification(BUILD, "python", err)
+    if lib:
+        return Classification(ENV, "library_missing", lib)
+    last = next((ln for ln in reversed(text.strip().splitlines()) if ln.strip()), "build failed")
+    return Classification(BUILD, "other", last[:400])
+
+
+def classify_run(text: str, returncode: int | None, signal: int | None, timed_out: bool) -> Classification:
+    """A test run that did not exit cleanly (or printed a failure)."""
+    if timed_out:
+        return Classification(TIMEOUT, "test", "test timed out")
+    for pattern, category in ((_OOM, OOM), (_ILLEGAL, ILLEGAL), (_LAUNCH, LAUNCH)):
+        if line := _first(pattern, text):
+            return Classification(category, "", line)
+    if line := _first(_ENV_RUN, text):
+        return Classification(ENV, "runtime", line)
+    if signal in (7, 11):
+        return Classification(ILLEGAL, "host", f"killed by {SIGNAL_NAMES[signal]}")
+    if line := _first(_WRONG, text):
+        return Classification(WRONG, "", line)
+    if signal:
+        # test harnesses check results with assert(): SIGABRT is their "wrong answer"
+        if signal == 6:
+            return Classification(WRONG, "abort", "aborted (SIGABRT, a failed check)")
+        return Classification(CRASH, "signal", f"killed by {SIGNAL_NAMES.get(signal, signal)}")
+    if "Traceback (most recent call last)" in text:
+        return Classification(CRASH, "python", _first(_PY_ERROR, text) or "Python traceback")
+    return Classification(WRONG, "exit_status", f"test exited with status {returncode}")
+
+
+def classify_verdict(status: str, error: str, build_log: str = "") -> Classification:
+    """The evaluation core's verdict (KernelBench-style instances)."""
+    text = f"{error or ''}\n{build_log or ''}"
+    if status == "build_error":
+        found = classify_build(text)
+        return found if found.category in (BUILD, ENV, TIMEOUT) else Classification(BUILD, "other", error[:400])
+    if status == "incorrect":
+        return Classification(WRONG, "", (error or "outputs differ from the reference")[:400])
+    if status == "suspicious":
+        return Classification(SUSPICIOUS, "", (error or "anti-hacking flag")[:400])
+    if status == "timeout":
+        return Classification(TIMEOUT, "test", (error or "timed out")[:400])
+    if status in ("crash", "runtime_error"):
+        run = classify_run(text, None, None, False)
+        if run.category in (OOM, ILLEGAL, LAUNCH, ENV):
+            return run
+        if status == "crash":
+            return Classification(CRASH, "worker", (error or "worker died")[:400])
+        if _first(_PY_ERROR, text) and re.search(r"CUDA|cuda", text) is None:
+            return Classification(CRASH, "python", _first(_PY_ERROR, text) or "")
+        return Classification(CRASH, "runtime", (error or "runtime error")[:400])
+    if status == "skipped":
+        return Classification(UNTESTED, "no_device", (error or "skipped")[:400])
+    return Classification(PASSED, "", "")

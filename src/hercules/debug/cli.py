@@ -1,0 +1,214 @@
+"""``hercules debug``: the CUDA debugging benchmark.
+
+    hercules debug list --corpus corpora/cudabeaver --category compile_error --json
+    hercules debug run --corpus DIR --fixer null --category compile_error --device cpu --out RUN --json
+    hercules debug run --fixer replay --fixer degenerate --protocol n=1,iter=1 --protocol n=2,iter=2,fb=evidence
+    hercules debug run --fixer http --base-url http://127.0.0.1:8000/v1 --model M --protocol n=4,T=0.8
+    hercules debug report RUN
+
+With ``--json`` exactly one JSON object goes to stdout; progress goes to stderr. A run resumes
+where it stopped when given the same ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from hercules.debug.corpus import CorpusError, default_corpus_dir, load_corpus
+
+
+def _corpus_option(f):
+    return click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="corpus folder (default: the vendored corpora/cudabeaver, or shared/ beside the repo)")(f)
+
+
+def _filters(f):
+    for opt in (
+        click.option("--family", multiple=True, help="only these task families (repeatable)"),
+        click.option("--category", multiple=True, help="only these labelled error categories (repeatable)"),
+        click.option("--difficulty", multiple=True, help="only these difficulties (repeatable)"),
+        click.option("--task", multiple=True, help="only these task ids (repeatable)"),
+        click.option("--limit", type=int, default=None, help="at most this many instances (after filters)"),
+    ):
+        f = opt(f)
+    return f
+
+
+def _load(corpus_dir, family, category, difficulty, task, limit):
+    corpus_dir = corpus_dir or default_corpus_dir()
+    if corpus_dir is None:
+        raise click.UsageError("no corpus found: give --corpus DIR")
+    try:
+        load = load_corpus(corpus_dir, families=tuple(family), categories=tuple(category),
+                           difficulties=tuple(difficulty), task_ids=tuple(task))
+    except CorpusError as exc:
+        raise click.UsageError(str(exc)) from None
+    for problem in load.problems:
+        click.echo(f"skipping malformed instance {problem.path.name}: {problem.message}", err=True)
+    instances = load.instances[:limit] if limit else load.instances
+    return load, instances
+
+
+@click.group("debug")
+def debug_group():
+    """CUDA debugging benchmark: real failing workspaces, native build/test, classifier, pass@k(M,C,A)."""
+
+
+@debug_group.command("list")
+@_corpus_option
+@_filters
+@click.option("--json", "as_json", is_flag=True)
+def list_command(corpus_dir, family, category, difficulty, task, limit, as_json):
+    """List (and validate) the corpus instances."""
+    load, instances = _load(corpus_dir, family, category, difficulty, task, limit)
+    rows = [{"task_id": i.task_id, "family": i.family, "category": i.category, "difficulty": i.difficulty,
+             "kind": i.kind, "solution_file": i.solution_file} for i in instances]
+    if as_json:
+        click.echo(json.dumps({"corpus": str(load.root), "instances": rows,
+                               "malformed": [{"path": str(p.path), "error": p.message} for p in load.problems]}))
+        return
+    for r in rows:
+        click.echo(f"{r['task_id']:70s} {r['kind']:12s} {r['difficulty']}")
+    click.echo(f"{len(rows)} instances, {len(load.problems)} malformed", err=True)
+
+
+def _fixers(names, base_url, model, api_key):
+    from hercules.debug.fixers import SCRIPTED, HttpFixer
+
+    fixers = {}
+    for name in names:
+        if name == "http":
+            from hercules.llm.client import ChatClient, LLMError
+
+            try:
+                client = ChatClient.from_env(base_url, model, api_key)
+            except (LLMError, ValueError) as exc:
+                raise click.UsageError(f"--fixer http: {exc}") from None
+            fixer = HttpFixer(client)
+        elif name in SCRIPTED:
+            fixer = SCRIPTED[name]()
+        else:
+            raise click.UsageError(f"unknown fixer {name!r} (replay, null, degenerate, http)")
+        fixers[fixer.name] = fixer
+    return fixers
+
+
+def write_reports(run_dir: Path, summary: dict) -> None:
+    from hercules.debug.report import html_report, markdown
+    from hercules.debug.store import write_json_atomic
+
+    write_json_atomic(run_dir / "summary.json", summary)
+    (run_dir / "report.md").write_text(markdown(summary))
+    (run_dir / "report.html").write_text(html_report(summary))
+
+
+@debug_group.command("run")
+@_corpus_option
+@_filters
+@click.option("--fixer", "fixer_names", multiple=True, default=("null",), show_default=True,
+              help="replay | null | degenerate | http (repeatable)")
+@click.option("--protocol", "protocol_specs", multiple=True, default=("n=1,iter=1,fb=log,p=0.7",),
+              show_default=True, help="n=,iter=,fb=none|code|log|evidence|profile,hist=,T=,seed=,p= (repeatable)")
+@click.option("--k", "ks", multiple=True, type=int, default=(1,), show_default=True, help="pass@k for these k")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True)
+@click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="run directory (default runs/debug-<timestamp>); the same one resumes")
+@click.option("--jobs", type=int, default=2, show_default=True, help="trajectories (builds) in parallel")
+@click.option("--build-timeout", type=float, default=300.0, show_default=True)
+@click.option("--test-timeout", type=float, default=180.0, show_default=True)
+@click.option("--budget", type=float, default=0.3, show_default=True, help="core timing budget per candidate, s")
+@click.option("--base-url", default=None, help="http fixer: OpenAI-compatible base URL (or HERCULES_LLM_BASE_URL)")
+@click.option("--model", default=None, help="http fixer: model name (or HERCULES_LLM_MODEL)")
+@click.option("--api-key", default=None, help="http fixer: API key (or HERCULES_LLM_API_KEY)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object (summary) on stdout")
+def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_names, protocol_specs, ks, device,
+                run_dir, jobs, build_timeout, test_timeout, budget, base_url, model, api_key, as_json):
+    """Run fixers over the corpus under one or more protocols; write RUN/summary.json and reports."""
+    from hercules.debug.attempt import RunOptions
+    from hercules.debug.protocol import Protocol
+    from hercules.debug.report import summarise
+    from hercules.debug.runner import Benchmark
+    from hercules.debug.store import DebugStore, write_json_atomic
+    from hercules.debug.toolchain import toolchain
+    from hercules.harness.build import default_cache_dir
+
+    try:
+        protocols = [Protocol.parse(s) for s in protocol_specs]
+    except ValueError as exc:
+        raise click.UsageError(f"--protocol: {exc}") from None
+    if any(k < 1 for k in ks):
+        raise click.UsageError("--k must be >= 1")
+    if jobs < 1 or build_timeout <= 0 or test_timeout <= 0 or budget <= 0:
+        raise click.UsageError("--jobs, --build-timeout, --test-timeout and --budget must be positive")
+    load, instances = _load(corpus_dir, family, category, difficulty, task, limit)
+    if not instances:
+        raise click.UsageError("no instance matches the filters")
+    fixers = _fixers(fixer_names, base_url, model, api_key)
+    run_dir = run_dir or Path("runs") / f"debug-{datetime.now():%Y%m%d-%H%M%S}"
+    cache = default_cache_dir()
+    tc = toolchain(device, cache)
+    if device == "cuda" and not tc.gpu_present:
+        raise click.UsageError("--device cuda: no GPU found")
+    opts = RunOptions(device=device, build_timeout_s=build_timeout, test_timeout_s=test_timeout,
+                      timing_budget_s=budget, cache_dir=cache)
+    store = DebugStore(run_dir)
+    write_json_atomic(run_dir / "run.json", {
+        "corpus": str(load.root), "fixers": list(fixers), "protocols": [p.describe() for p in protocols],
+        "device": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}",
+        "tasks": [i.task_id for i in instances]})
+    bench = Benchmark(store, tc, opts, fixers, protocols, jobs)
+    total = len(fixers) * sum(p.attempts for p in protocols) * len(instances)
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False, disable=not console.is_terminal) as bar:
+        job = bar.add_task("debug run", total=total)
+
+        def tick(traj):
+            bar.advance(job)
+            if not console.is_terminal:
+                final = traj.final
+                console.print(f"[{traj.fixer}] {traj.instance.task_id}: {final['category']} "
+                              f"({final['reason'][:100]})", markup=False, highlight=False)
+
+        trajectories = bench.run(instances, tick)
+    store.close()
+    summary = summarise(trajectories, load.root.name, ks)
+    summary["run_dir"] = str(run_dir)
+    summary["device"] = {"requested": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}"}
+    write_reports(run_dir, summary)
+    if as_json:
+        click.echo(json.dumps(summary, default=str))
+    else:
+        for m in summary["pass_at_k"]:
+            click.echo(f"{m['label']} = {m['value']:.3f}")
+        click.echo(f"report: {run_dir / 'report.md'}")
+
+
+@debug_group.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def report_command(run_dir, as_json):
+    """Print (and rewrite) the report of an existing run directory."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        raise click.UsageError(f"{run_dir} has no summary.json (run 'hercules debug run --out {run_dir}' again)")
+    summary = json.loads(path.read_text())
+    write_reports(run_dir, summary)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        sys.stdout.write((run_dir / "report.md").read_text())

@@ -1,0 +1,123 @@
+"""Compile-only check of a KernelBench candidate's native sources on a machine without a GPU.
+
+The evaluation core reports a CUDA ``load_inline`` candidate ``skipped`` on CPU. To still get real
+build evidence, this script (run as a subprocess in the attempt's workspace) imports the candidate
+with ``torch.utils.cpp_extension``'s final build step replaced: torch itself writes ``main.cpp`` /
+``cuda.cu`` exactly as it would, then each source is compiled (``-c``, no link) by g++ or nvcc for
+sm_90. ``torch.cuda.is_available`` answers True here so candidates that guard their build on it
+still build. What this can say: the sources compile. What it cannot: linking against CUDA torch,
+loading, running, correctness, speed -- a build that succeeds here is never a pass.
+
+    python -m hercules.debug.kbbuild solution.py BUILD_DIR [--arch 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import runpy
+import subprocess
+import sys
+import sysconfig
+import traceback
+from pathlib import Path
+
+RESULT_MARK = "HERCULES-KBBUILD:"
+
+
+class CompileOnlyError(RuntimeError):
+    """A source failed to compile (raised where torch's build would raise)."""
+
+
+class _CompiledOnly:
+    """What ``load_inline`` returns here: any call says the module was compiled, not linked."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        def call(*_a, **_k):
+            raise RuntimeError(f"{self._name}.{attr}: compiled for a compile-only check (no GPU), cannot run")
+        return call
+
+
+def _compile(source: str, flags: list[str], cuda_flags: list[str], includes: list[str], arch: str,
+             name: str) -> tuple[int, str]:
+    from torch.utils.cpp_extension import include_paths
+
+    inc = [f"-I{p}" for p in [*include_paths(), sysconfig.get_path("include"), *includes]]
+    defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+    obj = source + ".o"
+    if source.endswith((".cu", ".cuh")):
+        cmd = ["nvcc", "-c", source, "-o", obj, *inc, *defines, "-std=c++17", "--compiler-options", "-fPIC",
+               f"-gencode=arch=compute_{arch},code=sm_{arch}", "-D__CUDA_NO_HALF_OPERATORS__",
+               "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+               "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr", *cuda_flags]
+    else:
+        cmd = ["c++", "-c", source, "-o", obj, *inc, *defines, "-std=c++17", "-fPIC", *flags]
+    print(f"$ {' '.join(cmd)}", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return proc.returncode, " ".join(cmd)
+
+
+def _install(arch: str, build_dir: Path, compiled: list[str]) -> None:
+    import torch
+    import torch.utils.cpp_extension as ext
+
+    real = ext._jit_compile
+    params = inspect.signature(real).parameters
+
+    def jit_compile_only(*args, **kwargs):
+        bound = dict(zip(params, args, strict=False))
+        bound.update(kwargs)
+        name = bound.get("name", "ext")
+        failures = []
+        for src in bound.get("sources") or []:
+            rc, _ = _compile(str(src), list(bound.get("extra_cflags") or []),
+                             list(bound.get("extra_cuda_cflags") or []),
+                             list(bound.get("extra_include_paths") or []), arch, name)
+            compiled.append(str(src))
+            if rc != 0:
+                failures.append(Path(str(src)).name)
+        if failures:
+            raise CompileOnlyError(f"Error building extension '{name}': {', '.join(failures)} failed to compile")
+        return _CompiledOnly(name)
+
+    ext._jit_compile = jit_compile_only
+    # Each extension builds in its own folder under build_dir (never the user's torch_extensions).
+    ext._get_build_directory = lambda name, verbose: str((build_dir / name).mkdir(parents=True, exist_ok=True)
+                                                         or build_dir / name)
+    torch.cuda.is_available = lambda: True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("solution")
+    parser.add_argument("build_dir")
+    parser.add_argument("--arch", default="90")
+    args = parser.parse_args(argv)
+    compiled: list[str] = []
+    build_dir = Path(args.build_dir).resolve()
+    _install(args.arch, build_dir, compiled)
+    sys.path.insert(0, os.getcwd())
+    status = 0
+    try:
+        runpy.run_path(args.solution, run_name="solution")
+    except CompileOnlyError as exc:
+        print(f"{exc}", file=sys.stderr)
+        status = 1
+    except BaseException:  # noqa: BLE001 -- the candidate's own import failure is evidence (a traceback)
+        traceback.print_exc()
+        status = 1 if not compiled else 3
+    outcome = {0: "compiled" if compiled else "no-native-sources", 1: "failed", 3: "compiled-then-import-failed"}
+    print(f"{RESULT_MARK} {outcome[status]} sources={len(compiled)} arch=sm_{args.arch}", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

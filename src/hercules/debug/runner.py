@@ -1,0 +1,143 @@
+"""The benchmark loop: fixers x protocols x tasks x samples, each sample a trajectory of rounds.
+
+Trajectories run in parallel (builds overlap; GPU tests and timed evaluations are serialised by
+one lock so every timing is taken alone). The reference of a native task is timed once per run,
+the same way as the candidates, for the gate.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from hercules.debug import classifier as cls
+from hercules.debug.attempt import Outcome, RunOptions, code_hash, run_solution
+from hercules.debug.corpus import Instance
+from hercules.debug.fixers import kernelbench_alias
+from hercules.debug.gate import GateResult, degeneration_signs
+from hercules.debug.protocol import FixRequest, Protocol, Round
+from hercules.debug.stagnation import stagnation_modes
+from hercules.debug.store import DebugStore
+from hercules.debug.toolchain import Toolchain
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    fixer: str
+    protocol: Protocol
+    instance: Instance
+    sample: int
+    rounds: tuple[dict[str, Any], ...]
+    modes: tuple[str, ...]
+
+    def passes(self, p: float) -> bool:
+        return any(_gate(r).passes(p) for r in self.rounds)
+
+    @property
+    def final(self) -> dict[str, Any]:
+        return self.rounds[-1]
+
+
+def _gate(record: dict[str, Any]) -> GateResult:
+    return GateResult(**record["gate"])
+
+
+class Benchmark:
+    def __init__(self, store: DebugStore, tc: Toolchain, opts: RunOptions, fixers: dict[str, Any],
+                 protocols: Sequence[Protocol], jobs: int = 2):
+        self.store = store
+        self.tc = tc
+        self.opts = opts
+        self.fixers = fixers
+        self.protocols = tuple(protocols)
+        self.jobs = max(1, jobs)
+        self.gpu_lock = threading.Lock()
+        self._ref_locks: dict[str, threading.Lock] = {}
+        self._ref_guard = threading.Lock()
+
+    # -- the reference, timed like a candidate (native and def.py tasks on a GPU) --
+    def reference_ms(self, inst: Instance) -> float | None:
+        if inst.kind == "kernelbench" or not self.tc.gpu_present or inst.reference_code() is None:
+            return None
+        with self._ref_guard:
+            lock = self._ref_locks.setdefault(inst.task_id, threading.Lock())
+        with lock:
+            where = self.store.reference_dir(inst.task_id)
+            saved = self.store.load(where)
+            if saved is None:
+                outcome, seconds = run_solution(inst, inst.reference_code(), where, self.tc, self.opts, self.gpu_lock)
+                saved = {"correct": outcome.correct, "time_ms": outcome.time_ms, "method": outcome.method,
+                         "category": outcome.classification.category, "reason": outcome.classification.reason,
+                         "seconds": round(seconds, 3)}
+                from hercules.debug.store import write_json_atomic
+
+                write_json_atomic(where / "result.json", saved)
+            return saved["time_ms"] if saved["correct"] else None
+
+    def _record(self, fixer: str, protocol: Protocol, inst: Instance, sample: int, round_: int, code: str,
+                note: str, outcome: Outcome, seconds: float) -> dict[str, Any]:
+        gate = outcome.gate(self.reference_ms(inst) if outcome.correct else None)
+        found = outcome.classification
+        if gate.correct and not gate.passes(protocol.p):
+            found = cls.Classification(cls.SLOW, gate.method,
+                                       f"correct, speedup {gate.speedup if gate.speedup is None else round(gate.speedup, 3)}"
+                                       f" < p={protocol.p:g}")
+        ref = inst.reference_code()
+        if inst.kind == "kernelbench" and ref:
+            ref = kernelbench_alias(ref)
+        degeneration = degeneration_signs(code, ref, gate.speedup, protocol.p) if gate.correct else ()
+        return {
+            "fixer": fixer, "protocol": protocol.describe(), "task_id": inst.task_id, "family": inst.family,
+            "labelled": inst.category, "kind": inst.kind, "sample": sample, "round": round_,
+            "code_hash": code_hash(code), "fixer_note": note[:2000],
+            "category": found.category, "subtype": found.subtype, "reason": found.reason,
+            "environment_suspect": found.environment_suspect, "correct": gate.correct,
+            "gate": {"correct": gate.correct, "speedup": gate.speedup, "ref_ms": gate.ref_ms,
+                     "cand_ms": gate.cand_ms, "method": gate.method},
+            "degeneration": list(degeneration), "outcome": outcome.to_json(), "seconds": round(seconds, 3),
+        }
+
+    def trajectory(self, fixer_name: str, protocol: Protocol, inst: Instance, sample: int) -> Trajectory:
+        fixer = self.fixers[fixer_name]
+        code = inst.broken_code()
+        rounds: list[dict[str, Any]] = []
+        history: list[Round] = []
+        for r in range(protocol.iterations):
+            where = self.store.round_dir(fixer_name, protocol.describe(), inst.task_id, sample, r)
+            record = self.store.load(where)
+            if record is None:
+                start = time.perf_counter()
+                answer = fixer.fix(FixRequest(inst, code, protocol, sample, r, tuple(history)))
+                where.mkdir(parents=True, exist_ok=True)
+                (where / "answer.txt").write_text(answer.raw or "")
+                (where / "solution.txt").write_text(answer.code)
+                outcome, _ = run_solution(inst, answer.code, where, self.tc, self.opts, self.gpu_lock)
+                record = self._record(fixer_name, protocol, inst, sample, r, answer.code, answer.raw, outcome,
+                                      time.perf_counter() - start)
+                self.store.save(where, record)
+            rounds.append(record)
+            code = (where / "solution.txt").read_text() if (where / "solution.txt").is_file() else code
+            log = "\n".join(filter(None, [(record["outcome"].get(s) or {}).get(k, "")
+                                          for s in ("build", "test") for k in ("stdout", "stderr")]))
+            history.append(Round(code, record["category"], record["reason"], log, record["gate"]["speedup"]))
+            if _gate(record).passes(protocol.p):
+                break
+        passed = any(_gate(x).passes(protocol.p) for x in rounds)
+        modes = stagnation_modes([x["code_hash"] for x in rounds], [x["category"] for x in rounds], passed)
+        return Trajectory(fixer_name, protocol, inst, sample, tuple(rounds), modes)
+
+    def run(self, instances: Sequence[Instance], progress: Callable[[Trajectory], None] | None = None
+            ) -> list[Trajectory]:
+        jobs = [(f, p, inst, s) for f in self.fixers for p in self.protocols for inst in instances
+                for s in range(p.attempts)]
+        out: list[Trajectory] = []
+        with ThreadPoolExecutor(self.jobs) as pool:
+            for traj in pool.map(lambda j: self.trajectory(*j), jobs):
+                out.append(traj)
+                if progress:
+                    progress(traj)
+        return out

@@ -1,0 +1,145 @@
+"""The build environment of a workspace: CUDA toolkit, GPU architecture, library headers, and
+the adaptation of architecture flags written for another machine.
+
+Instances were recorded on other GPUs (``-arch=native``, ``make GPU=RTX5070``). A command is
+rewritten for the GPU present; with no GPU it targets sm_90 for a compile-only check, and every
+rewrite is recorded as a note in the attempt's evidence.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+COMPILE_ONLY_ARCH = "90"  # no GPU here: compile for Hopper (the H200 the benchmark is measured on)
+# ThunderKittens' Makefiles name a GPU, not an architecture.
+TK_GPU_BY_ARCH = {"80": "A100", "90": "H100", "100": "B200", "103": "B300", "120": "RTX5070"}
+# CUDA math libraries shipped as Python wheels (``nvidia-cublas`` ...): used when the system
+# toolkit lacks them (a CUDA build of torch installs them; the ``debug`` extra does too).
+WHEEL_LIBS = ("cublas", "cufft", "cusolver", "cusparse", "curand", "nvjitlink", "cu13", "cuda_runtime")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cuda_home: Path | None
+    arch: str  # compute capability without the dot, e.g. "90"
+    gpu_present: bool
+    env: tuple[tuple[str, str], ...]  # extra environment for build and test subprocesses
+
+    def environ(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(dict(self.env))
+        return env
+
+
+def find_cuda_home() -> Path | None:
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var) and (Path(os.environ[var]) / "bin" / "nvcc").exists():
+            return Path(os.environ[var])
+    if Path("/usr/local/cuda/bin/nvcc").exists():
+        return Path("/usr/local/cuda")
+    nvcc = shutil.which("nvcc")
+    return Path(nvcc).resolve().parent.parent if nvcc else None
+
+
+def detect_gpu_arch() -> str | None:
+    """Compute capability of GPU 0 (torch first, nvidia-smi second), or None without a GPU."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(0)
+            return f"{major}{minor}"
+    except Exception:  # noqa: BLE001, S110 -- a broken torch install must not stop a compile-only run
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20, check=False).stdout.split()
+            if out:
+                return out[0].replace(".", "")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return None
+
+
+def _wheel_library_dirs() -> tuple[list[Path], list[Path]]:
+    """include/ and lib/ folders of installed ``nvidia-*`` wheels."""
+    includes: list[Path] = []
+    libs: list[Path] = []
+    for entry in sys.path:
+        root = Path(entry or ".") / "nvidia"
+        if not root.is_dir():
+            continue
+        for name in WHEEL_LIBS:
+            if (root / name / "include").is_dir():
+                includes.append(root / name / "include")
+            if (root / name / "lib").is_dir():
+                libs.append(root / name / "lib")
+    return includes, libs
+
+
+def _unversioned_links(libs: list[Path], cache: Path) -> Path | None:
+    """Wheels ship ``libcublas.so.13`` only; ``-lcublas`` needs ``libcublas.so``: link it once."""
+    if not libs:
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    for lib in libs:
+        for so in lib.glob("lib*.so.*"):
+            link = cache / (so.name.split(".so")[0] + ".so")
+            if not link.exists():
+                try:
+                    link.symlink_to(so)
+                except OSError:
+                    pass
+    return cache
+
+
+@functools.lru_cache(maxsize=4)
+def toolchain(device: str, cache_dir: Path) -> Toolchain:
+    """Toolchain for ``device`` ("cpu": compile-only for sm_90; "cuda"/"auto": the GPU present)."""
+    cuda_home = find_cuda_home()
+    arch = None if device == "cpu" else detect_gpu_arch()
+    paths = [str(Path(sys.executable).parent)]  # ``python`` in a testbench means this interpreter
+    if cuda_home:
+        paths += [str(cuda_home / "bin"), str(cuda_home / "compute-sanitizer")]
+    env = {"PATH": os.pathsep.join([*paths, os.environ.get("PATH", "")])}
+    if cuda_home:
+        env["CUDA_HOME"] = str(cuda_home)
+    includes, libs = _wheel_library_dirs()
+    links = _unversioned_links(libs, cache_dir / "debug-libs")
+    if includes:
+        env["CPATH"] = os.pathsep.join([*map(str, includes), os.environ.get("CPATH", "")]).rstrip(os.pathsep)
+    if links:
+        lib_path = [str(links), *map(str, libs)]
+        env["LIBRARY_PATH"] = os.pathsep.join([*lib_path, os.environ.get("LIBRARY_PATH", "")]).rstrip(os.pathsep)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            [*lib_path, os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
+    return Toolchain(cuda_home=cuda_home, arch=arch or COMPILE_ONLY_ARCH, gpu_present=arch is not None,
+                     env=tuple(sorted(env.items())))
+
+
+_NATIVE = re.compile(r"-arch[= ]native\b")
+_TK_GPU = re.compile(r"\bGPU=(\w+)")
+
+
+def adapt_command(command: str, tc: Toolchain) -> tuple[str, tuple[str, ...]]:
+    """Rewrite architecture flags for the GPU present; returns the command and what changed."""
+    notes: list[str] = []
+    why = "the GPU present" if tc.gpu_present else "no GPU here: compile-only check"
+    if _NATIVE.search(command):
+        command = _NATIVE.sub(f"-arch=sm_{tc.arch}", command)
+        notes.append(f"-arch=native -> -arch=sm_{tc.arch} ({why})")
+    wanted = TK_GPU_BY_ARCH.get(tc.arch)
+    for match in set(_TK_GPU.findall(command)):
+        if wanted and match != wanted:
+            command = command.replace(f"GPU={match}", f"GPU={wanted}")
+            notes.append(f"GPU={match} -> GPU={wanted} (sm_{tc.arch}, {why})")
+    return command, tuple(notes)

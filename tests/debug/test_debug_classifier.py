@@ -1,0 +1,107 @@
+"""The classifier on real evidence: the corpus' broken instances built with the real nvcc (compile
+errors are real on a CPU machine), and real host processes that crash, abort, fail a check or
+hang. No log here is written by hand."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hercules.debug import classifier as cls
+from hercules.debug.corpus import load_instance
+from hercules.debug.toolchain import adapt_command, toolchain
+from hercules.debug.workspace import prepare, run_command
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpora" / "cudabeaver"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+                                reason="nvcc not installed")
+
+# Cheap broken instances (each builds in about a second) and what their compiler says.
+BROKEN = {
+    "cuda_180__compile_error__76f2d111": ("api_misuse", "cudaMemcpyFromDevice"),
+    "cuda_227__compile_error__d12728ed": ("syntax_type", "already been defined"),
+    "cuda_173__compile_error__81485d75": ("api_misuse", "__nv_bfloat16"),
+}
+
+
+def _build(task: str, tmp_path: Path):
+    inst = load_instance(CORPUS / task)
+    tc = toolchain("cpu", tmp_path / "cache")
+    ws = prepare(inst, inst.broken_code(), tmp_path / task)
+    cmd, notes = adapt_command(inst.build_command, tc)
+    return run_command("build", cmd, ws, tc.environ(), 300, tmp_path / task, notes)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("task", sorted(BROKEN))
+def test_real_nvcc_errors_classify_as_build(task, tmp_path):
+    result = _build(task, tmp_path)
+    assert not result.ok and result.returncode not in (None, 0)
+    found = cls.classify_build(result.text)
+    subtype, needle = BROKEN[task]
+    assert (found.category, found.subtype) == (cls.BUILD, subtype)
+    assert needle in result.text and "error" in found.reason
+    assert found.label == "compile_error"
+
+
+@needs_nvcc
+def test_arch_native_is_adapted_for_a_compile_only_check(tmp_path):
+    result = _build("cuda_180__compile_error__76f2d111", tmp_path)
+    assert "-arch=sm_90" in result.command and "-arch=native" not in result.command
+    assert any("compile-only" in n for n in result.notes)
+
+
+@needs_nvcc
+def test_missing_library_header_is_a_build_error_marked_environment_suspect(tmp_path):
+    result = _build("cublas_applications_154__compile_error__83af4bad", tmp_path)
+    found = cls.classify_build(result.text)
+    assert found.category == cls.BUILD
+    if "No such file or directory" in result.text:  # a machine without the cuBLAS headers
+        assert found.subtype == "missing_header" and found.environment_suspect
+
+
+def _host_program(tmp_path: Path, body: str) -> Path:
+    src = tmp_path / "p.c"
+    src.write_text("#include <assert.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+                   f"int main(void) {{ {body} }}\n")
+    exe = tmp_path / "p.out"
+    subprocess.run(["cc", str(src), "-o", str(exe)], check=True)
+    return exe
+
+
+@pytest.mark.parametrize("body,category", [
+    ("int *p = (int *)0; *p = 1; return 0;", cls.ILLEGAL),                   # SIGSEGV
+    ("int x = 1; assert(x == 2); return 0;", cls.WRONG),                      # failed check (SIGABRT)
+    ('printf("Verification failed at 3\\n"); return 1;', cls.WRONG),
+    ('fprintf(stderr, "CUDA Error: out of memory\\n"); return 2;', cls.OOM),
+    ('fprintf(stderr, "CUDA Error: no CUDA-capable device is detected\\n"); return 100;', cls.ENV),
+    ("sleep(30); return 0;", cls.TIMEOUT),
+])
+def test_real_process_failures(body, category, tmp_path):
+    exe = _host_program(tmp_path, body)
+    r = run_command("test", str(exe), tmp_path, {"PATH": "/usr/bin:/bin"}, 2.0, tmp_path / "logs")
+    assert cls.classify_run(r.text, r.returncode, r.signal, r.timed_out).category == category
+
+
+def test_python_and_link_and_toolchain_evidence(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(:\n    pass\n")
+    r = run_command("build", f"python3 {bad}", tmp_path, {"PATH": "/usr/bin:/bin"}, 30, tmp_path / "l1")
+    assert (cls.classify_build(r.text).category, cls.classify_build(r.text).subtype) == (cls.BUILD, "python")
+    src = tmp_path / "u.c"
+    src.write_text("int missing(void);\nint main(void) { return missing(); }\n")
+    r = run_command("build", f"cc {src} -o {tmp_path / 'u'}", tmp_path, {"PATH": "/usr/bin:/bin"}, 30, tmp_path / "l2")
+    assert (cls.classify_build(r.text).category, cls.classify_build(r.text).subtype) == (cls.BUILD, "link")
+    r = run_command("build", "no-such-compiler-xyz -c a.cu", tmp_path, {"PATH": "/usr/bin:/bin"}, 30, tmp_path / "l3")
+    assert cls.classify_build(r.text).category == cls.ENV
+
+
+def test_core_verdicts_map_to_categories():
+    assert cls.classify_verdict("incorrect", "max_abs_err 3").category == cls.WRONG
+    assert cls.classify_verdict("crash", "CUDA error: an illegal memory access was encountered").category == cls.ILLEGAL
+    assert cls.classify_verdict("timeout", "").category == cls.TIMEOUT
+    found = cls.classify_verdict("build_error", "Error building extension", "x.cu(3): error: expected a \";\"")
+    assert (found.category, found.subtype) == (cls.BUILD, "syntax_type")
