@@ -14,6 +14,7 @@ from hercules.compile.cli import compile_command, generate_command
 from hercules.debug.cli import debug_group
 from hercules.optimize.cli import optimize_command
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
+from hercules.serve.cli import serve_command
 
 
 def _fail(message: str) -> None:
@@ -235,6 +236,7 @@ main.add_command(generate_command, "generate")
 main.add_command(compile_command, "compile")
 main.add_command(debug_group, "debug")
 main.add_command(optimize_command, "optimize")
+main.add_command(serve_command, "serve")
 
 if __name__ == "__main__":
     main()
