@@ -25,8 +25,9 @@ def fenced(code: str, analysis: str = "The faster exemplars move less memory.") 
 
 
 class OptimizeLLMServer:
-    def __init__(self, scripts: dict[str, list[str]], usage: bool = True) -> None:
+    def __init__(self, scripts: dict[str, list[str]], usage: bool = True, fail_first: int = 0) -> None:
         self.scripts = {k: list(v) for k, v in scripts.items()}
+        self.fail_first = fail_first  # answer the first N requests with HTTP 503 (the client retries)
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         outer = self
@@ -42,6 +43,10 @@ class OptimizeLLMServer:
                 problem = match.group(1) if match else ""
                 with outer.lock:
                     outer.requests.append({"problem": problem, "messages": body["messages"], "body": body})
+                    if outer.fail_first > 0:
+                        outer.fail_first -= 1
+                        self.send_error(503, "scripted overload")
+                        return
                     script = outer.scripts.get(problem) or []
                     text = script.pop(0) if script else "I have no further ideas."
                 reply = {"id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),

@@ -3,8 +3,9 @@
 For each problem a pool of evaluated variants (seeded with the reference at 1.0x and any given
 candidates). Each round samples exemplars by speedup bucket, renders a prompt with their measured
 speedups and verdicts, asks a model backend for new code, evaluates it through the evaluation
-core (``hercules.harness.evaluate`` via the executor) and adds it to the pool. Only a verdict with
-status ``ok`` and no flag can ever be the best; everything else stays as a negative exemplar.
+core (``hercules.harness.evaluate``, run by ``hercules.executor``: threads or Ray workers) and
+adds it to the pool. Only a verdict with status ``ok`` and no flag can ever be the best;
+everything else stays as a negative exemplar.
 
 Modules, one concern each:
 
@@ -17,7 +18,6 @@ Modules, one concern each:
     backends   OpenAI-compatible (async, rate-limited, token usage) and replay backends
     budget     rounds, tokens, evaluation minutes, plateau
     storage    SQLite + run directory: every prompt, completion, code and verdict; resume
-    evaluation the executor (process pool or Ray) behind one small interface
     tags       optimisation techniques read from the code
     loop       the orchestration
     report     markdown + HTML report, best candidate files

@@ -169,7 +169,7 @@ def optimize_command(ctx, problem_paths, sources, name_filter, candidates_dir, b
 def _run(problems, seeds, backend, options, budget, run_dir, ray_address, workers, loop_args, as_json):
     from rich.console import Console
 
-    from hercules.optimize.evaluation import open_executor
+    from hercules.executor import make_executor
     from hercules.optimize.hardware import hardware_facts
     from hercules.optimize.loop import LoopConfig, Optimizer
     from hercules.optimize.report import write_reports
@@ -182,7 +182,7 @@ def _run(problems, seeds, backend, options, budget, run_dir, ray_address, worker
     with console.status("measuring the device for the prompt's hardware facts"):
         hardware = hardware_facts(options.device, options.cache_dir)
     try:
-        executor = open_executor(ray_address=ray_address, device=options.device, workers=workers)
+        executor = make_executor(ray_address=ray_address, device=options.device, workers=workers)
     except (RuntimeError, ValueError) as exc:
         _fail(str(exc))
     meta = {"backend": backend.name if backend.name != "replay" else backend.label,

@@ -17,11 +17,11 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from hercules.executor import EvalExecutor
 from hercules.harness.evaluate import EvalOptions
 from hercules.harness.records import Verdict
 from hercules.optimize.backends import Backend
 from hercules.optimize.budget import Budget, Spend, problem_stop, run_exhausted
-from hercules.optimize.evaluation import EvalExecutor
 from hercules.optimize.extract import extract_code
 from hercules.optimize.hardware import HardwareFacts
 from hercules.optimize.pool import Pool, reference_variant

@@ -1,0 +1,289 @@
+"""The optimiser's stages one by one: extraction, sampling, prompts, tags, budgets, storage,
+backends (against a local scripted OpenAI-compatible server: scripted answers, no model)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+
+import pytest
+from optimize_llm_server import OptimizeLLMServer, fenced
+
+from hercules.harness.records import Speedups, Status, Verdict
+from hercules.llm.client import ChatClient
+from hercules.optimize.backends import (
+    OpenAIBackend,
+    RateLimiter,
+    ReplayBackend,
+    Sampling,
+    replay_programs,
+)
+from hercules.optimize.budget import (
+    Budget,
+    Spend,
+    plateaued,
+    problem_stop,
+    run_exhausted,
+)
+from hercules.optimize.extract import extract_code
+from hercules.optimize.hardware import HardwareFacts
+from hercules.optimize.pool import Pool
+from hercules.optimize.prompt import render_prompt
+from hercules.optimize.records import NO_CODE, Completion, Prompt, Slot, Variant
+from hercules.optimize.sampling import (
+    FAILED,
+    bucket_index,
+    buckets,
+    sample_exemplars,
+    softmax,
+)
+from hercules.optimize.storage import RunStore
+from hercules.optimize.tags import technique_tags
+from hercules.problems.model import Problem, ProblemFormatError
+
+PROBLEM_CODE = '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * torch.tanh(F.softplus(x))
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+MODEL_NEW = "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return F.mish(x)\n"
+
+
+def _problem() -> Problem:
+    return Problem(name="mish_small", code=PROBLEM_CODE, source="test")
+
+
+def _verdict(status: Status, eager: float | None, flags: tuple[str, ...] = (), error: str | None = None) -> Verdict:
+    return Verdict(status=status, correct=status in (Status.OK, Status.SUSPICIOUS), flags=flags, error=error,
+                   max_abs_err=0.0, rel_err=0.0, ref_ms=1.0, cand_ms=1.0 / eager if eager else None,
+                   speedup=Speedups(eager=eager, best=eager), sol_fraction=None, baselines_ms={"eager": 1.0},
+                   seconds=2.0)
+
+
+def _variant(round_: int, sample: int, status: Status, eager: float | None, flags=(), error=None, code=MODEL_NEW) -> Variant:
+    return Variant(slot=Slot("mish_small", round_, sample), origin="model", code=code + f"# {round_}/{sample}\n",
+                   status=status.value, reason=error, verdict=_verdict(status, eager, flags, error))
+
+
+# ---- extraction ------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, found", [
+    (fenced(MODEL_NEW), "fenced block"),
+    ("Analysis...\n```py\n" + MODEL_NEW + "```\nDone.", "fenced block"),
+    ("~~~python\n" + MODEL_NEW + "~~~\n", "fenced block"),
+    ("The code:\n```python\n" + MODEL_NEW, "unterminated fenced block"),  # cut off by max_tokens
+    ("Here it is.\n\n" + MODEL_NEW, "unfenced code"),
+])
+def test_extract_code_shapes(text, found):
+    result = extract_code(text)
+    assert result.reason == found
+    assert "class ModelNew" in result.code and "F.mish(x)" in result.code
+    assert "```" not in result.code and "~~~" not in result.code
+
+
+def test_extract_prefers_last_parsing_python_block_and_ignores_reasoning():
+    draft = MODEL_NEW.replace("F.mish(x)", "x  # draft")
+    broken = MODEL_NEW.replace("return F.mish(x)", "return F.mish(x")
+    cuda = "```cpp\n__global__ void k(float* x) {}\n```\n"
+    text = (f"<think>```python\n{draft}```</think>\n" + cuda + f"```python\n{MODEL_NEW}```\n"
+            f"Or perhaps:\n```python\n{broken}```\n")
+    result = extract_code(text)
+    assert result.reason == "fenced block"
+    assert "return F.mish(x)\n" in result.code and "draft" not in result.code
+
+
+def test_extract_reports_missing_code():
+    assert extract_code("").code is None
+    assert extract_code("I would use a fused kernel.").reason == "no code block defining class ModelNew"
+    assert extract_code("```python\nprint(1)\n```").code is None
+
+
+# ---- pool and sampling -----------------------------------------------------------------------
+def test_only_an_ok_verdict_without_flags_can_be_best():
+    pool = Pool(_problem())
+    pool.add(_variant(1, 0, Status.OK, 1.2))
+    pool.add(_variant(1, 1, Status.SUSPICIOUS, 9.0, ("background_thread",), "threads left running"))
+    pool.add(_variant(2, 0, Status.INCORRECT, None, ("result_cache",), "stale outputs"))
+    # An ok status that nonetheless carries a flag must not win either (defence in depth).
+    pool.add(_variant(2, 1, Status.OK, 50.0, ("side_stream",)))
+    assert pool.best().name == "r1s0"
+    assert pool.best_speedup() == pytest.approx(1.2)
+    assert pool.best(max_round=0) is None
+    assert pool.variants[0].name == "r0s0"  # the reference anchors the pool
+
+
+def test_softmax_temperature():
+    cold, hot = softmax([0.0, math.log(2.0)], 0.1), softmax([0.0, math.log(2.0)], 100.0)
+    assert cold[1] > 0.99 and abs(hot[0] - hot[1]) < 0.01
+    with pytest.raises(ValueError):
+        softmax([1.0], 0.0)
+
+
+def test_buckets_and_exemplars_one_per_bucket():
+    pool = Pool(_problem())
+    for i, s in enumerate((0.5, 1.3, 1.35, 2.5, 4.0)):
+        pool.add(_variant(1, i, Status.OK, s))
+    pool.add(_variant(2, 0, Status.INCORRECT, None, (), "wrong values"))
+    assert bucket_index(1.0, True) == 1 and bucket_index(4.0, True) == 5 and bucket_index(9.0, False) == FAILED
+    found = {b.index: len(b.members) for b in buckets(pool)}
+    assert found == {FAILED: 1, 0: 1, 1: 1, 2: 2, 4: 1, 5: 1}
+    picks = sample_exemplars(pool, 4, 1.0, random.Random(1))
+    assert len(picks) == 4
+    assert len({bucket_index(p.speedup(), p.honest or p.status == "reference") for p in picks}) == 4
+    honest = [p.speedup() for p in picks if p.honest or p.status == "reference"]
+    assert honest == sorted(honest)  # slowest first, best last
+    # Cold sampling goes for the fastest buckets; hot sampling reaches the failures too.
+    cold = [sample_exemplars(pool, 1, 0.05, random.Random(i))[0].speedup() for i in range(20)]
+    assert all(s == 4.0 for s in cold)
+    hot = {sample_exemplars(pool, 1, 50.0, random.Random(i))[0].status for i in range(60)}
+    assert "incorrect" in hot
+
+
+# ---- prompt ----------------------------------------------------------------------------------
+def test_prompt_carries_exemplars_speedups_verdicts_hardware_and_rules():
+    pool = Pool(_problem())
+    pool.add(_variant(1, 0, Status.OK, 1.75))
+    pool.add(_variant(1, 1, Status.SUSPICIOUS, 3.0, ("reference_fallback",), "except handler computes the result"))
+    hw = HardwareFacts(device="cuda", name="NVIDIA H200", sm_count=132, memory_gib=140, l2_mib=60, capability="9.0",
+                       bandwidth_gbs=4240.0, matmul_tflops={"bfloat16": 790.0})
+    prompt = render_prompt(pool, pool.variants, hw)
+    text = prompt.user
+    assert "# Task: make `mish_small` faster" in text and PROBLEM_CODE.strip() in text
+    assert "vs eager 1.75x" in text and "vs eager 3.00x" in text
+    assert "suspicious, flags: reference_fallback -- except handler computes the result (REJECTED)" in text
+    assert "NVIDIA H200" in text and "streaming multiprocessors: 132" in text and "4,240 GB/s" in text
+    assert "790.0 TFLOP/s" in text
+    assert "No caching of results" in text and "Performance analysis" in text and "Algorithm design" in text
+    assert prompt.exemplars == ("r0s0", "r1s0", "r1s1")
+
+
+# ---- tags ------------------------------------------------------------------------------------
+def test_technique_tags():
+    cuda = ('from torch.utils.cpp_extension import load_inline\nsrc = """__global__ void k(float4* x) {'
+            ' __shared__ float t[32]; float v = expf(x[0].x); v = tanhf(v); v += __shfl_down_sync(0xffffffff, v, 1);}"""\n'
+            'class ModelNew: pass\n')
+    tags = technique_tags(cuda, PROBLEM_CODE)
+    assert {"custom_cuda_kernel", "shared_memory_tiling", "vectorized_memory", "warp_primitives", "fusion"} <= set(tags)
+    graphs = "import torch\ng = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    pass\nclass ModelNew: pass\n"
+    assert "cuda_graphs" in technique_tags(graphs, PROBLEM_CODE)
+    assert {"algebraic_rewrite", "fusion"} <= set(technique_tags(MODEL_NEW, PROBLEM_CODE))
+    layout = "class ModelNew:\n    def forward(self, x):\n        return x.contiguous(memory_format=torch.channels_last)\n"
+    assert "memory_layout" in technique_tags(layout, PROBLEM_CODE)
+    assert "in_place" not in technique_tags("class ModelNew:\n    def __init__(self):\n        super().__init__()\n")
+
+
+# ---- budgets ---------------------------------------------------------------------------------
+def test_budget_and_plateau():
+    budget = Budget(rounds=5, max_tokens=1000, gpu_minutes=1.0, patience=2, min_gain=0.05)
+    assert run_exhausted(budget, Spend(999, 59.0)) is None
+    assert "token budget" in run_exhausted(budget, Spend(1000, 0.0))
+    assert "evaluation budget" in run_exhausted(budget, Spend(0, 60.0))
+    assert not plateaued(budget, [None, 1.2])
+    assert plateaued(budget, [1.0, 1.2, 1.21, 1.22])  # under 5% over two rounds
+    assert not plateaued(budget, [1.0, 1.2, 1.21, 1.3])
+    assert plateaued(budget, [None, None, None])
+    assert problem_stop(budget, 5, [1.0]) == "5 rounds done"
+
+
+# ---- storage ---------------------------------------------------------------------------------
+def test_run_store_round_trip(tmp_path):
+    store = RunStore(tmp_path / "run")
+    slot = Slot("mish_small", 1, 0)
+    prompt = Prompt(system="sys", user="user text", exemplars=("r0s0",))
+    store.record_call(slot, prompt, Completion(text=fenced(MODEL_NEW), model="m", prompt_tokens=7, completion_tokens=5))
+    variant = _variant(1, 0, Status.SUSPICIOUS, 2.0, ("background_thread",), "threads left running")
+    store.record_variant(variant)
+    store.record_variant(Variant(slot=Slot("mish_small", 1, 1), origin="model", code="", status=NO_CODE, reason="empty"))
+    row = store.evaluation_started(slot, variant.code_hash)
+    store.evaluation_finished(row)
+    store.close()
+
+    again = RunStore(tmp_path / "run")
+    got = again.variants("mish_small")
+    assert [v.name for v in got] == ["r1s0", "r1s1"]
+    assert got[0].verdict.flags == ("background_thread",) and got[0].verdict.speedup.eager == 2.0
+    assert got[0].code == variant.code and got[1].status == NO_CODE
+    assert again.call(slot)[0] == prompt and again.call(slot)[1].completion_tokens == 5
+    assert again.tokens_spent() == 12 and again.eval_seconds() == 2.0
+    assert again.evaluations()[0]["finished_at"] is not None
+    folder = tmp_path / "run" / "problems" / "mish_small" / "r1s0"
+    assert "user text" in (folder / "prompt.md").read_text()
+    assert json.loads((folder / "verdict.json").read_text())["status"] == "suspicious"
+
+
+# ---- backends --------------------------------------------------------------------------------
+def test_openai_backend_counts_tokens_retries_and_limits_rate():
+    prompt = Prompt(system="s", user="# Task: make `p` faster\n" + "x" * 400)
+    with OptimizeLLMServer({"p": [fenced(MODEL_NEW)] * 4}, fail_first=1) as server:
+        client = ChatClient(base_url=server.base_url, model="scripted", retries=2, backoff_s=0.05)
+        backend = OpenAIBackend(client, Sampling(temperature=0.3, max_tokens=256, top_p=0.9), concurrency=4,
+                                requests_per_s=20.0)
+
+        async def three():
+            return await asyncio.gather(*(backend.complete(Slot("p", 1, i), prompt) for i in range(3)))
+
+        started = time.perf_counter()
+        results = asyncio.run(three())
+        elapsed = time.perf_counter() - started
+    assert all(r.error is None and "ModelNew" in r.text for r in results)
+    assert sum(r.attempts for r in results) == 4  # the 503 was retried
+    assert all(r.prompt_tokens == len(prompt.user) // 4 and not r.tokens_estimated for r in results)
+    assert elapsed >= 0.09  # three starts at most 20 per second
+    body = server.requests[-1]["body"]
+    assert body["temperature"] == 0.3 and body["max_tokens"] == 256 and body["top_p"] == 0.9
+
+
+def test_openai_backend_estimates_tokens_and_survives_a_dead_server():
+    prompt = Prompt(system="s", user="# Task: make `p` faster")
+    with OptimizeLLMServer({"p": ["no code here"]}, usage=False) as server:
+        result = asyncio.run(OpenAIBackend(ChatClient(base_url=server.base_url, model="m")).complete(Slot("p", 1, 0), prompt))
+        port = server.httpd.server_address[1]
+    assert result.tokens_estimated and result.completion_tokens == len("no code here") // 4
+    dead = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", retries=0, timeout=2)
+    failed = asyncio.run(OpenAIBackend(dead).complete(Slot("p", 1, 0), prompt))
+    assert failed.error and failed.text == ""
+
+
+def test_rate_limiter_spaces_starts():
+    async def starts():
+        limiter = RateLimiter(50.0)
+        times = []
+        for _ in range(4):
+            await limiter.wait()
+            times.append(time.monotonic())
+        return times
+
+    times = asyncio.run(starts())
+    assert times[-1] - times[0] >= 0.055
+
+
+def test_replay_backend_from_a_cuda_l1_file(tmp_path):
+    release = tmp_path / "h200.json"
+    records = [{"level_id": 1, "task_id": 7, "ref_code": PROBLEM_CODE, "custom_code": MODEL_NEW, "score_default": 1.9},
+               {"level_id": 1, "task_id": 8, "ref_code": PROBLEM_CODE, "custom_code": None}]
+    release.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    from hercules.problems.loaders import load_source
+
+    problems = load_source(release).problems
+    programs = replay_programs(release, problems)
+    assert programs == {"level1_task7": [MODEL_NEW]}
+    backend = ReplayBackend(programs, samples_per_round=1)
+    first = asyncio.run(backend.complete(Slot("level1_task7", 1, 0), Prompt("", "")))
+    assert extract_code(first.text).code.strip() == MODEL_NEW.strip()
+    assert asyncio.run(backend.complete(Slot("level1_task7", 2, 0), Prompt("", ""))) is None
+    with pytest.raises(ProblemFormatError):
+        replay_programs(release, [_problem()])
