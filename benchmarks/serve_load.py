@@ -13,7 +13,8 @@ Checks (each PASS/FAIL in the table; the exit status is 1 if any fails):
   answered     every request got exactly one answer, none with status "error" (lost)
   evaluated    the service evaluated each distinct submission once (evaluations == distinct keys)
   consistent   all answers for one submission carry the same verdict (status and measured time)
-  expected     statuses are what the workload says (honest: ok, wrong: incorrect, no code: no_code)
+  expected     statuses are what the workload says (honest: ok, precision loss: suspicious, wrong:
+               incorrect, no code: no_code)
   retried      the killed worker's evaluation was retried (attempts 2) and answered with its real status
 
 Results: ``benchmarks/results/serve_load_<device>.json`` and ``.md`` (also under $OUT when set).
@@ -37,55 +38,8 @@ from pathlib import Path
 
 from hercules.executor import evaluation_worker_pids
 from hercules.serve.client import LaunchedServer, ServeClient, ServeError
+from hercules.serve.examples import VARIANTS, example_candidate, example_problem
 from hercules.serve.metrics import percentile
-
-PROBLEM = """
-import torch
-import torch.nn as nn
-
-HERCULES = {{"level": 1, "dtype": "float32"}}
-
-
-class Model(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.lin = nn.Linear(n, n)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x)) * 2
-
-
-def get_inputs():
-    return [torch.randn({rows}, {n})]
-
-
-def get_init_inputs():
-    return [{n}]
-"""
-
-CANDIDATE = """
-import time
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.lin = nn.Linear(n, n)
-        {init}
-
-    def forward(self, x):
-        return {expression}
-"""
-
-# (name, expression, expected status); every one is correct but "wrong".
-VARIANTS = [
-    ("honest", "torch.relu(self.lin(x)) * 2", "ok"),
-    ("fused_epilogue", "torch.clamp_min(self.lin(x), 0).mul_(2)", "ok"),
-    ("addmm", "torch.relu(torch.addmm(self.lin.bias, x, self.lin.weight.t())) * 2", "ok"),
-    ("wrong", "self.lin(x) * 2", "incorrect"),
-]
 
 
 @dataclass(frozen=True)
@@ -98,11 +52,11 @@ class Item:
 def workload(sizes: list[int], suite: bool) -> list[Item]:
     items = []
     for n in sizes:
-        problem = {"code": PROBLEM.format(n=n, rows=2 * n), "name": f"linear_relu_{n}"}
+        problem = example_problem(n)
         for name, expression, expected in VARIANTS:
-            code = CANDIDATE.format(init="", expression=expression)
-            items.append(Item(f"{name}@{n}", {"problem": problem, "candidate": code}, expected))
-        honest = CANDIDATE.format(init="", expression=VARIANTS[0][1])
+            items.append(Item(f"{name}@{n}", {"problem": problem, "candidate": example_candidate(expression)},
+                              expected))
+        honest = example_candidate(VARIANTS[0][1])
         items.append(Item(f"completion@{n}", {"problem": problem, "completion": f"Fused.\n```python\n{honest}```"},
                           "ok"))
         items.append(Item(f"no_code@{n}", {"problem": problem, "completion": "I cannot improve this."}, "no_code"))
@@ -118,9 +72,8 @@ def workload(sizes: list[int], suite: bool) -> list[Item]:
 
 def slow_item(n: int) -> Item:
     """Held in its worker for 2 s while building: the one whose worker gets killed."""
-    problem = {"code": PROBLEM.format(n=n, rows=2 * n), "name": f"linear_relu_{n}"}
-    code = CANDIDATE.format(init="time.sleep(2.0)", expression=VARIANTS[0][1])
-    return Item(f"slow@{n}", {"problem": problem, "candidate": code}, "ok")
+    code = example_candidate(VARIANTS[0][1], init="time.sleep(2.0)")
+    return Item(f"slow@{n}", {"problem": example_problem(n), "candidate": code}, "ok")
 
 
 @dataclass

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from serve_helpers import FIXTURES, SERVE_ARGS
+from serve_helpers import PROBLEM, SERVE_ARGS
 
 from hercules.serve.client import LaunchedServer
 
 
 @pytest.fixture(scope="session")
 def problem_code() -> str:
-    return (FIXTURES / "scale_relu.py").read_text()
+    return PROBLEM["code"]
 
 
 @pytest.fixture(scope="session")

@@ -3,28 +3,13 @@ by name when several exist)."""
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
+from hercules.serve.examples import VARIANTS, example_candidate, example_problem
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # Cheap CPU evaluations: two trials, 50 ms of timing, eager only (the server's CPU default).
 SERVE_ARGS = ["--device", "cpu", "--workers", "2", "--trials", "2", "--budget", "0.05"]
+PROBLEM = example_problem(64)
+HONEST, WRONG = VARIANTS[0][1], VARIANTS[-1][1]
 
 
-def candidate_code(forward: str = "return torch.relu(self.lin(x)) * 2", init_extra: str = "") -> str:
-    return textwrap.dedent(f"""
-        import os
-        import signal
-        import time
-        import torch
-        import torch.nn as nn
-
-        class ModelNew(nn.Module):
-            def __init__(self, n):
-                super().__init__()
-                self.lin = nn.Linear(n, n)
-                {init_extra}
-
-            def forward(self, x):
-                {forward}
-    """)
+def candidate_code(forward: str = HONEST, init_extra: str = "") -> str:
+    return example_candidate(forward, init_extra)

@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from serve_helpers import FIXTURES, candidate_code
+from serve_helpers import HONEST, PROBLEM, WRONG, candidate_code
 
 from hercules.executor import (
     EvaluationLost,
@@ -19,13 +19,13 @@ from hercules.executor import (
 )
 from hercules.harness.evaluate import EvalOptions
 from hercules.harness.records import Status
-from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
+from hercules.serve.problems import problem_from_code
 
 
 @pytest.fixture(scope="module")
 def problem():
-    return load_source(FIXTURES / "scale_relu.py").problems[0]
+    return problem_from_code(PROBLEM["code"], PROBLEM["name"])
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def options(tmp_path):
                        revalidation_sets=1, run_timeout_s=60, cache_dir=tmp_path / "cache")
 
 
-def candidate(init_extra: str = "", forward: str = "return torch.relu(self.lin(x)) * 2", name: str = "c"):
+def candidate(init_extra: str = "", forward: str = HONEST, name: str = "c"):
     return Candidate(name=name, code=candidate_code(forward=forward, init_extra=init_extra), source="test")
 
 
@@ -43,7 +43,7 @@ def test_concurrent_evaluations_crashes_and_the_retry_bound(problem, options):
         assert executor.devices == ["cpu"] and executor.capacity == 2
         futures = [executor.submit_tracked(problem, c, options) for c in (
             candidate(),
-            candidate(forward="return self.lin(x)"),
+            candidate(forward=WRONG),
             # Kills itself with SIGKILL every time: indistinguishable from an outside kill, so
             # retried, but only once; the answer is then the crash verdict.
             candidate(init_extra="os.kill(os.getpid(), signal.SIGKILL)"),

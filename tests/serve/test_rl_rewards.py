@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from serve_helpers import candidate_code
+from serve_helpers import WRONG, candidate_code
 
 from hercules.serve import rl
 
@@ -40,7 +40,7 @@ def test_trl_reward_in_process_and_verl_compute_score(server, problem_code, monk
     backend = rl.InProcessBackend(device="cpu", workers=1, budget_s=0.05, trials=2, cache_path=tmp_path / "c.sqlite")
     try:
         reward_func = rl.HerculesReward(backend, reward={"transform": "raw", "clip_max": 1e9})
-        wrong = candidate_code(forward="return self.lin(x) * 2")
+        wrong = candidate_code(forward=WRONG)
         rewards = reward_func(prompts=["p"] * 2, completions=[fenced(wrong), fenced(wrong)],
                               problem=[problem_code] * 2)
         assert rewards == [-1.0, -1.0]  # incorrect; evaluated once (identical), answered twice

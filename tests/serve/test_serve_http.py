@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from serve_helpers import SERVE_ARGS, candidate_code
+from serve_helpers import HONEST, SERVE_ARGS, WRONG, candidate_code
 
 from hercules.executor import evaluation_worker_pids
 from hercules.serve.client import LaunchedServer, ServeClient, ServeError
@@ -18,7 +18,7 @@ from hercules.serve.client import LaunchedServer, ServeClient, ServeError
 def test_identical_submissions_are_evaluated_once_then_cached(server, problem_code):
     client = server.client
     before = client.metrics()["counts"].get("evaluations", 0)
-    code = candidate_code(forward="return torch.relu(self.lin(x)) * 2  # unique to this test")
+    code = candidate_code(forward=HONEST + "  # unique to this test")
     with ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(lambda _: client.evaluate(problem_code, code), range(3)))
     assert [a["status"] for a in answers] == ["ok"] * 3
@@ -36,7 +36,7 @@ def test_identical_submissions_are_evaluated_once_then_cached(server, problem_co
 def test_batch_answers_in_order(server, problem_code):
     good = candidate_code()
     results = server.client.batch([
-        {"candidate": candidate_code(forward="return self.lin(x)")},
+        {"candidate": candidate_code(forward=WRONG)},
         {"completion": "I would fuse the ops, but here is no code."},
         {"completion": f"Analysis...\n```python\n{good}```\n"},
         {"candidate": {"code": good, "name": "honest"}, "reward": {"transform": "raw"}},
