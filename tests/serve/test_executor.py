@@ -97,3 +97,18 @@ def test_lost_evaluation_raises_after_the_bound(problem, options):
     with Failing(device="cpu", workers=1, retries=2) as executor, pytest.raises(EvaluationLost, match="3 times"):
         executor.submit(problem, candidate(), options).result(timeout=10)
     assert Failing.calls == 3
+
+
+@pytest.mark.gpu
+def test_gpu_slots_time_with_cuda_events(problem, tmp_path):
+    """One slot (and lock) per GPU; two evaluations at once, both measured with CUDA events."""
+    import torch
+
+    options = EvalOptions(device="cuda", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01, trials=2,
+                          cache_dir=tmp_path / "cache")
+    with make_executor(device="cuda") as executor:
+        assert executor.devices == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        futures = [executor.submit(problem, candidate(name=f"c{i}"), options) for i in range(2)]
+        verdicts = [f.result(timeout=300) for f in futures]
+    assert all(v.status is Status.OK for v in verdicts), [v.error for v in verdicts]
+    assert all(v.timing.method == "cuda_events" and v.speedup.eager > 0 for v in verdicts)

@@ -24,12 +24,14 @@ _UNKEYED_OPTIONS = {"cache_dir", "artifacts_dir"}
 SCHEMA_VERSION = 1
 
 
-def submission_key(problem: Problem, candidate_code: str, options: EvalOptions) -> str:
+def submission_key(problem: Problem, candidate_code: str, options: EvalOptions, scope: str = "") -> str:
+    """``scope`` names where verdicts come from (devices, software): a cache file carried to other
+    hardware then misses instead of answering with another machine's times."""
     keyed = {k: v for k, v in vars(options).items() if k not in _UNKEYED_OPTIONS}
     # Surrounding blank lines do not change a program; code extracted from a completion and the
     # same code sent as a candidate then share a key.
     payload = json.dumps({"v": SCHEMA_VERSION, "problem": problem.code, "candidate": candidate_code.strip(),
-                          "options": keyed}, sort_keys=True, default=str)
+                          "options": keyed, "scope": scope}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

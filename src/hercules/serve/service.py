@@ -47,6 +47,14 @@ def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: in
                        baselines=baselines)
 
 
+def evaluation_scope(executor: EvalExecutor) -> str:
+    """The devices and software verdicts come from (part of every cache key)."""
+    import torch
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
+    return f"{','.join(sorted(set(executor.devices)))}|{gpu}|torch {torch.__version__}"
+
+
 class QueueFull(RuntimeError):
     """No room in the queue within the admission timeout (HTTP 429: try again later)."""
 
@@ -107,6 +115,7 @@ class RewardService:
         self._queue: asyncio.Queue[_Job] | None = None
         self._dispatchers: list[asyncio.Task] = []
         self._running = 0
+        self.scope = evaluation_scope(executor)
 
     # ---- life cycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -134,7 +143,7 @@ class RewardService:
             reward = replace(self.reward, **(merged.get("reward") or {}))
         except (TypeError, ValueError) as exc:
             raise BadRequest(f"reward options: {exc}") from None
-        key = submission_key(problem, candidate.code if candidate else "", options)
+        key = submission_key(problem, candidate.code if candidate else "", options, self.scope)
         return Submission(problem, candidate, options, reward, key, extraction)
 
     def _candidate(self, item: dict[str, Any], problem: Problem) -> tuple[Candidate | None, str]:
