@@ -213,6 +213,10 @@ class RewardService:
                 self._inflight.pop(sub.key, None)
                 shared.set_exception(QueueFull(f"queue full ({self.queue_size} waiting) for "
                                                f"{self.admission_timeout_s:.0f} s"))
+            except asyncio.CancelledError:  # the request went away before it was queued: so must its
+                self._inflight.pop(sub.key, None)  # key, or twins arriving later would wait forever
+                shared.set_exception(QueueFull("the submission was withdrawn before it was queued"))
+                raise
         else:
             self.metrics.count("deduplicated")
         try:
