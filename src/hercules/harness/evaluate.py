@@ -156,6 +156,15 @@ class _Evaluation:
         self.build: BuildResult | None = None
         self.check: CheckResult | None = None
         self.timing: TimingResult | None = None
+        self.phases: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - started
 
     # ---- orchestration -------------------------------------------------------------------
     def execute(self) -> Verdict:
@@ -181,8 +190,9 @@ class _Evaluation:
             self.sandbox = sandbox
             reference = candidate = None
             try:
-                reference = Worker.start("reference", self.workdir / "reference.log")
-                candidate = Worker.start("candidate", self.workdir / "build.log", env=plan.env, cwd=sandbox)
+                with self._phase("start_workers"):
+                    reference = Worker.start("reference", self.workdir / "reference.log")
+                    candidate = Worker.start("candidate", self.workdir / "build.log", env=plan.env, cwd=sandbox)
                 return self._run(reference, candidate, plan)
             except _Abort as abort:
                 if candidate is not None and self.build is None:
@@ -197,17 +207,19 @@ class _Evaluation:
     def _run(self, reference: Worker, candidate: Worker, plan: build_mod.BuildPlan) -> Verdict:
         opts = self.options
         init_seed = secrets.randbits(31)
-        setup = _answer(reference, "setup", opts.run_timeout_s, Status.RUNTIME_ERROR, "reference setup",
-                        code=self.problem.code,
-                        device=str(self.device), dtype=self.problem.dtype_name, init_seed=init_seed)
+        with self._phase("reference_setup"):
+            setup = _answer(reference, "setup", opts.run_timeout_s, Status.RUNTIME_ERROR, "reference setup",
+                            code=self.problem.code,
+                            device=str(self.device), dtype=self.problem.dtype_name, init_seed=init_seed)
         self.param_bytes = int(setup["param_bytes"])
 
         was_cached = plan.cached
         try:
-            built = _answer(candidate, "build", opts.build_timeout_s, Status.BUILD_ERROR, "build",
-                            code=self.candidate.code, path=str(self.sandbox / "candidate.py"),
-                            device=str(self.device), dtype=self.problem.dtype_name,
-                            init_inputs=setup["init_inputs"], init_seed=init_seed)
+            with self._phase("build"):
+                built = _answer(candidate, "build", opts.build_timeout_s, Status.BUILD_ERROR, "build",
+                                code=self.candidate.code, path=str(self.sandbox / "candidate.py"),
+                                device=str(self.device), dtype=self.problem.dtype_name,
+                                init_inputs=setup["init_inputs"], init_seed=init_seed)
         except _Abort as abort:
             self.build = BuildResult(ok=False, seconds=0.0, cache_key=plan.cache_key, language=plan.language,
                                      log=candidate.log_tail(), error=abort.error)
@@ -215,8 +227,11 @@ class _Evaluation:
         self.build = BuildResult(ok=True, seconds=float(built["seconds"]), cache_key=plan.cache_key,
                                  cache_hit=was_cached, language=plan.language, log=candidate.log_tail(2000))
 
-        with self.gpu_lock:
-            comparison, ref_err = self._trials(reference, candidate)
+        with self._phase("lock_wait"):
+            self.gpu_lock.acquire()
+        try:
+            with self._phase("trials"):
+                comparison, ref_err = self._trials(reference, candidate)
             correct = comparison.ok
             self.check = CheckResult(correct=correct, trials=opts.trials, max_abs_err=comparison.max_abs_err,
                                      rel_err=comparison.rel_err, ref_rel_err=ref_err,
@@ -228,11 +243,17 @@ class _Evaluation:
                 self.notes.append(f"relative error {comparison.rel_err:.2e} against float64, the "
                                   f"{self.problem.dtype_name} reference itself has {ref_err:.2e}")
             if correct and opts.time_candidate:
-                correct = self._time_and_revalidate(reference, candidate)
-            baselines = self._baselines(reference) if correct and opts.time_candidate else {}
+                with self._phase("timing"):
+                    correct = self._time_and_revalidate(reference, candidate)
+            with self._phase("baselines"):
+                baselines = self._baselines(reference) if correct and opts.time_candidate else {}
             # Inside the lock too: measuring the device's ceilings saturates it for a second.
-            sol = self._sol(reference) if correct and self.timing else None
-        self._integrity(candidate)
+            with self._phase("roofline"):
+                sol = self._sol(reference) if correct and self.timing else None
+        finally:
+            self.gpu_lock.release()
+        with self._phase("integrity"):
+            self._integrity(candidate)
 
         if not correct:
             error = self.check.error if self.check and not self.check.correct else "; ".join(self.notes[-1:])
@@ -328,7 +349,7 @@ class _Evaluation:
             sets.append((inputs, self._reference(reference, seed)))
         again = _answer(candidate, "revalidate", opts.run_timeout_s, Status.RUNTIME_ERROR, "revalidation",
                         inputs=[s[0] for s in sets], specs=self.specs)
-        for (inputs, ref), outputs, types in zip(sets, again["outputs"], again["types"]):
+        for (_inputs, ref), outputs, types in zip(sets, again["outputs"], again["types"], strict=False):
             result = compare_outputs(outputs, types, ref["outputs"], ref["specs"], self.tol)
             if not result.ok:
                 self.flags.add(Flag.RESULT_CACHE.value)
@@ -459,4 +480,5 @@ class _Evaluation:
             sol_fraction=(sol or {}).get("sol_fraction"), problem=self.problem.name,
             candidate=self.candidate.name, device=str(self.device), baselines_ms=baselines,
             build=self.build, check=self.check, timing=self.timing, sol=sol,
+            phases={k: round(v, 3) for k, v in self.phases.items()},
         )

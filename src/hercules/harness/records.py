@@ -130,6 +130,9 @@ class Verdict:
     timing: TimingResult | None = None
     sol: dict[str, Any] | None = None
     seconds: float = 0.0
+    # Wall seconds per stage of the evaluation (workers, setup, build, lock wait, trials, timing,
+    # baselines, roofline, integrity): where an evaluation's time went.
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -181,4 +184,5 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         timing=sub(TimingResult, "timing"),
         sol=data.get("sol"),
         seconds=float(data.get("seconds") or 0.0),
+        phases=dict(data.get("phases") or {}),
     )

@@ -124,6 +124,10 @@ class ReferenceWorker:
 
     def op_setup(self, msg):
         self.device = torch.device(msg["device"])
+        if self.device.type == "cuda":
+            # Events and streams follow the current device; without this a worker given cuda:1
+            # would time its kernels with events on cuda:0.
+            torch.cuda.set_device(self.device)
         self.dtype = getattr(torch, msg["dtype"])
         self.module = load_module_from_memory(msg["code"], "hercules_problem")
         torch.manual_seed(msg["init_seed"])
@@ -249,6 +253,10 @@ class CandidateWorker:
 
     def op_build(self, msg):
         self.device = torch.device(msg["device"])
+        if self.device.type == "cuda":
+            # Events and streams follow the current device; without this a worker given cuda:1
+            # would time its kernels with events on cuda:0.
+            torch.cuda.set_device(self.device)
         self.dtype = getattr(torch, msg["dtype"])
         self._warm_up_runtime()
         _force_verbose_extension_builds()
