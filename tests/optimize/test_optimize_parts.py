@@ -8,6 +8,7 @@ import json
 import math
 import random
 import time
+from pathlib import Path
 
 import pytest
 from optimize_llm_server import OptimizeLLMServer, fenced
@@ -287,3 +288,37 @@ def test_replay_backend_from_a_cuda_l1_file(tmp_path):
     assert asyncio.run(backend.complete(Slot("level1_task7", 2, 0), Prompt("", ""))) is None
     with pytest.raises(ProblemFormatError):
         replay_programs(release, [_problem()])
+
+
+# ---- the release-format file of the GPU benchmark --------------------------------------------
+RELEASE = Path(__file__).resolve().parents[2] / "benchmarks" / "optimize_replay_h200.jsonl"
+
+
+def test_benchmark_release_file_holds_well_formed_cuda_candidates():
+    from hercules.problems.loaders import load_source
+
+    loaded = load_source(RELEASE)
+    assert loaded.kind == "cuda-l1" and len(loaded.problems) == 5 and len(loaded.candidates) == 4
+    for candidate in loaded.candidates:
+        code = candidate.code
+        assert extract_code(fenced(code)).code.strip() == code.strip()
+        assert "class ModelNew" in code and "load_inline(" in code and "getCurrentCUDAStream" in code
+        assert code.count("<<<") == code.count("C10_CUDA_KERNEL_LAUNCH_CHECK()")  # every launch checked
+        assert "use_fast_math" not in code  # fp32 accuracy: no approximate maths
+        assert "custom_cuda_kernel" in technique_tags(code)
+
+
+def test_replay_on_a_machine_without_the_device_has_no_best(tmp_path):
+    """CUDA candidates are `skipped` on the CPU: skipped is not ok, so there is no best."""
+    from click.testing import CliRunner
+
+    from hercules.cli import main
+
+    done = CliRunner().invoke(main, ["optimize", "--backend", "replay", "--replay", str(RELEASE), "--limit", "2",
+                                     "--device", "cpu", "--baselines", "eager", "--cache-dir", str(tmp_path / "c"),
+                                     "--out", str(tmp_path / "run"), "--json"])
+    assert done.exit_code == 0, done.output
+    problems = json.loads(done.stdout)["problems"]
+    assert [p["name"] for p in problems] == ["level1_task1", "level1_task2"]
+    for p in problems:
+        assert p["best_status"] is None and p["best_code_path"] is None and p["statuses"] == {"skipped": 1}

@@ -15,8 +15,10 @@ With a CUDA-L1 release file this runs the whole pipeline on real RL-written kern
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -67,6 +69,9 @@ class OpenAIBackend:
         self.client = client
         self.sampling = sampling
         self._slots = asyncio.Semaphore(max(1, concurrency))
+        # Threads of its own: asyncio's default pool has min(32, cores + 4) threads, which would
+        # cap the requests in flight on a small machine below --concurrency.
+        self._threads = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="hercules-llm")
         self._limiter = RateLimiter(requests_per_s)
 
     async def complete(self, slot: Slot, prompt: Prompt) -> Completion:
@@ -75,9 +80,9 @@ class OpenAIBackend:
             await self._limiter.wait()
             started = time.perf_counter()
             try:
-                result = await asyncio.to_thread(self.client.chat, prompt.messages(),
-                                                 temperature=self.sampling.temperature,
-                                                 max_tokens=self.sampling.max_tokens, extra=extra)
+                call = functools.partial(self.client.chat, prompt.messages(), temperature=self.sampling.temperature,
+                                         max_tokens=self.sampling.max_tokens, extra=extra)
+                result = await asyncio.get_running_loop().run_in_executor(self._threads, call)
             except LLMError as exc:
                 # After the client's own retries: recorded as a failed slot, the run goes on.
                 return Completion(text="", model=self.client.model, latency_s=time.perf_counter() - started,

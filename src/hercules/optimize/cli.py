@@ -82,6 +82,7 @@ def _check_resume(store, problems: list[Problem]) -> None:
 @click.option("--source", "sources", multiple=True,
               help="Problems from a folder, KernelBench checkout, HF dataset or CUDA-L1 file; 'suite': built-in.")
 @click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
+@click.option("--limit", default=None, type=int, help="Only the first N problems (after --filter).")
 @click.option("--candidates", "candidates_dir", default=None, help="Seed candidates: DIR/<problem>/*.py.")
 @click.option("--backend", type=click.Choice(["openai", "replay"]), default="openai", show_default=True)
 @click.option("--replay", default=None, help="Recorded programs for --backend replay (CUDA-L1 release file, or DIR/<problem>/*.py).")
@@ -115,7 +116,7 @@ def _check_resume(store, problems: list[Problem]) -> None:
 @click.option("--out", "out", default=None, help="Run folder (default runs/optimize-<time>); rerun to resume.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
 @click.pass_context
-def optimize_command(ctx, problem_paths, sources, name_filter, candidates_dir, backend, replay, base_url, model, api_key,
+def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates_dir, backend, replay, base_url, model, api_key,
                      temperature, top_p, max_tokens, concurrency, rps, llm_timeout, llm_retries, rounds, samples,
                      exemplars, exemplar_temperature, objective, token_budget, gpu_minutes, patience, seed, device,
                      trials, timing_budget, baselines, cache_dir, workers, ray_address, out, as_json):
@@ -144,7 +145,9 @@ def optimize_command(ctx, problem_paths, sources, name_filter, candidates_dir, b
         if not problems and backend == "replay" and replay:
             from hercules.problems.loaders import load_source
 
-            problems = [p for p in load_source(replay).problems if p.metadata.get("has_candidate", True)]
+            problems = [p for p in load_source(replay).problems if p.metadata.get("has_candidate", True)
+                        and (not name_filter or name_filter in p.name)]
+        problems = problems[:limit] if limit else problems
         if not problems:
             _fail("no problem: pass --problem FILE or --source SOURCE")
         seeds = _seeds(candidates_dir, problems)

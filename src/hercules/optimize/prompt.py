@@ -75,15 +75,13 @@ def _verdict_line(v: Variant) -> str:
 
 
 def render_exemplar(pool: Pool, index: int, v: Variant) -> str:
-    header = f"### Exemplar {index}: {v.name} ({v.origin})"
-    return "\n".join([
-        header,
-        f"- verdict: {_verdict_line(v)}",
-        f"- measured speedup: {_speedups(pool, v)}",
-        "```python",
-        _cut(v.code.strip(), MAX_EXEMPLAR_CHARS),
-        "```",
-    ])
+    lines = [f"### Exemplar {index}: {v.name} ({v.origin})", f"- verdict: {_verdict_line(v)}",
+             f"- measured speedup: {_speedups(pool, v)}"]
+    if v.status == REFERENCE:  # its code is already in the prompt
+        return "\n".join([*lines, "- code: the reference program above"])
+    if not v.code.strip():
+        return "\n".join(lines)
+    return "\n".join([*lines, "```python", _cut(v.code.strip(), MAX_EXEMPLAR_CHARS), "```"])
 
 
 def render_prompt(pool: Pool, exemplars: Sequence[Variant], hardware: HardwareFacts) -> Prompt:
