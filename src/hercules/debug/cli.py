@@ -212,3 +212,7 @@ def report_command(run_dir, as_json):
         click.echo(json.dumps(summary))
     else:
         sys.stdout.write((run_dir / "report.md").read_text())
+
+
+if __name__ == "__main__":  # ``python -m hercules.debug.cli run ...`` (no other subcommand imported)
+    debug_group()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -65,6 +66,30 @@ def _compile(source: str, flags: list[str], cuda_flags: list[str], includes: lis
     return proc.returncode, " ".join(cmd)
 
 
+# Symbols a CPU-only torch, the CUDA runtime or the C++ runtime provide when the module loads.
+_PROVIDED = re.compile(r"^(at::|c10::|torch::|caffe2::|pybind11::|std::|__gnu_cxx::|cuda|__cuda|__cxa|__gxx|_Py|Py|"
+                       r"operator (new|delete)|__stack_chk|__dso_handle|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|"
+                       r"typeinfo|vtable|VTT|guard variable|__assert_fail|__errno_location|_Unwind|__popcount|"
+                       r"[a-z_][a-z0-9_]*$)")
+_LIB_NAMESPACE = re.compile(r"(^|[\s*&<])(at|c10|torch|caffe2|pybind11|std|__gnu_cxx|thrust|cub|cuda)::")
+
+
+def unresolved_symbols(objects: list[str]) -> list[str]:
+    """The candidate's own functions that are used but defined nowhere (a link error once loaded):
+    e.g. a C++ declaration whose CUDA definition has other parameters."""
+    def names(flag: str, fields: int) -> set[str]:
+        out = subprocess.run(["nm", "-C", flag, *objects], capture_output=True, text=True, check=False).stdout
+        rows = [line.split(None, fields - 1) for line in out.splitlines() if line.strip() and not line.endswith(":")]
+        return {row[-1].strip() for row in rows if len(row) == fields}
+
+    missing = names("-u", 2) - names("--defined-only", 3)
+    def provided(name: str) -> bool:
+        head = name.split("(", 1)[0]
+        return bool(_PROVIDED.match(head) or _LIB_NAMESPACE.search(head))
+
+    return sorted(n for n in missing if "(" in n and not provided(n))
+
+
 def _install(arch: str, build_dir: Path, compiled: list[str]) -> None:
     import torch
     import torch.utils.cpp_extension as ext
@@ -77,15 +102,23 @@ def _install(arch: str, build_dir: Path, compiled: list[str]) -> None:
         bound.update(kwargs)
         name = bound.get("name", "ext")
         failures = []
-        for src in bound.get("sources") or []:
+        # CUDA first: most candidate errors are there, and a failure stops before the slow
+        # torch/extension.h + pybind11 compile of main.cpp.
+        for src in sorted(bound.get("sources") or [], key=lambda s: not str(s).endswith(".cu")):
             rc, _ = _compile(str(src), list(bound.get("extra_cflags") or []),
                              list(bound.get("extra_cuda_cflags") or []),
                              list(bound.get("extra_include_paths") or []), arch, name)
             compiled.append(str(src))
             if rc != 0:
                 failures.append(Path(str(src)).name)
+                break
         if failures:
             raise CompileOnlyError(f"Error building extension '{name}': {', '.join(failures)} failed to compile")
+        missing = unresolved_symbols([f"{src}.o" for src in bound.get("sources") or []])
+        if missing:
+            for sym in missing:
+                print(f"{name}.so: error: undefined reference to `{sym}'", file=sys.stderr)
+            raise CompileOnlyError(f"Error building extension '{name}': undefined symbols (link check)")
         return _CompiledOnly(name)
 
     ext._jit_compile = jit_compile_only

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ class Benchmark:
         self.gpu_lock = threading.Lock()
         self._ref_locks: dict[str, threading.Lock] = {}
         self._ref_guard = threading.Lock()
+        self._outcomes: dict[tuple[str, str], Outcome] = {}
 
     # -- the reference, timed like a candidate (native and def.py tasks on a GPU) --
     def reference_ms(self, inst: Instance) -> float | None:
@@ -77,6 +78,22 @@ class Benchmark:
 
                 write_json_atomic(where / "result.json", saved)
             return saved["time_ms"] if saved["correct"] else None
+
+    def _outcome(self, inst: Instance, code: str, where) -> Outcome:
+        """Run the code, unless the same code already failed to build (or built, untestable) for
+        this task in this run: those outcomes are deterministic, a repeat would only cost time."""
+        key = (inst.task_id, code_hash(code))
+        with self._ref_guard:
+            lock = self._ref_locks.setdefault(f"outcome:{key}", threading.Lock())
+        with lock:
+            cached = self._outcomes.get(key)
+            if cached is not None:
+                return cached
+            outcome, _ = run_solution(inst, code, where, self.tc, self.opts, self.gpu_lock)
+            if outcome.classification.category in (cls.BUILD, cls.UNTESTED) and (
+                    outcome.test is None or outcome.classification.category == cls.UNTESTED):
+                self._outcomes[key] = outcome
+            return outcome
 
     def _record(self, fixer: str, protocol: Protocol, inst: Instance, sample: int, round_: int, code: str,
                 note: str, outcome: Outcome, seconds: float) -> dict[str, Any]:
@@ -115,7 +132,7 @@ class Benchmark:
                 where.mkdir(parents=True, exist_ok=True)
                 (where / "answer.txt").write_text(answer.raw or "")
                 (where / "solution.txt").write_text(answer.code)
-                outcome, _ = run_solution(inst, answer.code, where, self.tc, self.opts, self.gpu_lock)
+                outcome = self._outcome(inst, answer.code, where)
                 record = self._record(fixer_name, protocol, inst, sample, r, answer.code, answer.raw, outcome,
                                       time.perf_counter() - start)
                 self.store.save(where, record)
@@ -132,12 +149,15 @@ class Benchmark:
 
     def run(self, instances: Sequence[Instance], progress: Callable[[Trajectory], None] | None = None
             ) -> list[Trajectory]:
-        jobs = [(f, p, inst, s) for f in self.fixers for p in self.protocols for inst in instances
+        # Task-major order: a run cut short still has every fixer and protocol for the tasks it reached.
+        jobs = [(f, p, inst, s) for inst in instances for f in self.fixers for p in self.protocols
                 for s in range(p.attempts)]
-        out: list[Trajectory] = []
+        done: dict[int, Trajectory] = {}
         with ThreadPoolExecutor(self.jobs) as pool:
-            for traj in pool.map(lambda j: self.trajectory(*j), jobs):
-                out.append(traj)
+            futures = {pool.submit(self.trajectory, *job): i for i, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                traj = future.result()
+                done[futures[future]] = traj
                 if progress:
                     progress(traj)
-        return out
+        return [done[i] for i in range(len(jobs))]

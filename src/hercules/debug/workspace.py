@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hercules.debug.corpus import Instance
 
-TAIL_CHARS = 16_000  # enough for the first compiler errors and a traceback; the full log is on disk
+TAIL_CHARS = 16_000  # head + tail kept in the record; the full log is on disk
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,13 @@ def prepare(instance: Instance, solution_code: str, where: Path) -> Path:
 
 
 def _tail(path: Path) -> str:
+    """Head and tail: the first compiler errors matter most, the end says how it stopped."""
     data = path.read_bytes()
-    return data[-TAIL_CHARS:].decode("utf-8", errors="replace")
+    if len(data) <= TAIL_CHARS:
+        return data.decode("utf-8", errors="replace")
+    half = TAIL_CHARS // 2
+    return (data[:half].decode("utf-8", errors="replace") + "\n[... cut ...]\n"
+            + data[-half:].decode("utf-8", errors="replace"))
 
 
 def run_command(stage: str, command: str, workspace: Path, env: dict[str, str], timeout_s: float,

@@ -1,0 +1,114 @@
+"""Fixers: the degenerate CUDA fallback really compiles (nvcc), the degenerate KernelBench fallback
+is really correct on the evaluation core and flagged as degenerate; the HTTP fixer speaks to a
+local OpenAI-compatible server that plays scripted answers (no real model)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hercules.debug.corpus import load_instance
+from hercules.debug.export import export_failing_candidate
+from hercules.debug.fixers import (
+    DegenerateFixer,
+    HttpFixer,
+    NullFixer,
+    ReplayFixer,
+    extract_code,
+    inject_spin,
+)
+from hercules.debug.gate import degeneration_signs
+from hercules.debug.protocol import FixRequest, Protocol, Round
+from hercules.harness.evaluate import EvalOptions, evaluate
+from hercules.llm.client import ChatClient
+from hercules.problems.model import Candidate, Problem
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpora" / "cudabeaver"
+_spec = importlib.util.spec_from_file_location(
+    "scripted_llm_server_for_debug", Path(__file__).resolve().parents[1] / "llm" / "scripted_llm_server.py")
+scripted = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = scripted  # dataclasses look their module up while the class is built
+_spec.loader.exec_module(scripted)
+
+PROBLEM = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+def get_inputs():
+    return [torch.randn(256)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_replay_and_null():
+    inst = load_instance(CORPUS / "kernelbench_level1_58__compile_error__5fed6fb1")
+    req = FixRequest(inst, inst.broken_code(), Protocol())
+    assert NullFixer().fix(req).code == inst.broken_code()
+    replay = ReplayFixer().fix(req).code
+    assert replay.startswith(inst.reference_code().rstrip()[:200]) and "ModelNew = Model" in replay
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_degenerate_cuda_fallback_compiles_and_is_flagged(tmp_path):
+    inst = load_instance(CORPUS / "cuda_104__compile_error__f8160fc8")
+    code = DegenerateFixer().fix(FixRequest(inst, inst.broken_code(), Protocol())).code
+    assert code.count("hercules_degenerate_spin();") == inst.reference_code().count("__global__")
+    (tmp_path / "solution.cu").write_text(code)
+    inc = inst.testbench / "include"
+    proc = subprocess.run(["nvcc", "-c", "-arch=sm_90", f"-I{inc}", "solution.cu", "-o", "s.o"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "busy_wait" in degeneration_signs(code, inst.reference_code(), 0.3, 0.7)
+
+
+def test_degenerate_kernelbench_fallback_is_correct_on_the_core(tmp_path):
+    folder = export_failing_candidate(tmp_path / "corpus", problem_name="relu2", problem_code=PROBLEM,
+                                      candidate_code="class ModelNew: pass\n", status="incorrect", error="", prompt="")
+    inst = load_instance(folder)
+    code = DegenerateFixer().fix(FixRequest(inst, inst.broken_code(), Protocol())).code
+    verdict = evaluate(Problem("relu2", PROBLEM, "test"), Candidate("degenerate", code, "test"),
+                       EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, trials=2,
+                                   cache_dir=tmp_path / "cache"))
+    assert verdict.correct, verdict.error
+    signs = degeneration_signs(code, PROBLEM, verdict.speedup.eager, 0.7)
+    assert "pytorch_fallback" in signs and "repeated_synchronised_passes" in signs
+
+
+def test_inject_spin_leaves_declarations_alone():
+    src = "#include <x.h>\n__global__ void k(int *a);\n__global__ void __launch_bounds__(256) k(int *a) { a[0] = 1; }\n"
+    out = inject_spin(src)
+    assert out.count("hercules_degenerate_spin();") == 1 and out.index("#include <x.h>") < out.index("__device__")
+
+
+def test_extract_code_takes_the_largest_fence():
+    text = "Here:\n```cuda\nshort\n```\nand\n```cpp\nthe longer one\n```\n"
+    assert extract_code(text) == "the longer one\n" and extract_code("plain") == "plain"
+
+
+def test_http_fixer_against_scripted_server():
+    inst = load_instance(CORPUS / "cuda_227__compile_error__d12728ed")
+    fixed = inst.reference_code()
+    with scripted.ScriptedServer() as server:
+        server.play(scripted.Scripted(content=f"Fixed it:\n```cuda\n{fixed}```\n"),
+                    scripted.Scripted(content="```cuda\nstill broken\n```"))
+        fixer = HttpFixer(ChatClient(server.base_url, "scripted-model", retries=0))
+        rounds = (Round("old code", "build", "solution.cu(93): error: already defined", "BUILD LOG TAIL"),)
+        answer = fixer.fix(FixRequest(inst, inst.broken_code(), Protocol.parse("fb=evidence,T=0.3,seed=5"),
+                                      sample=1, iteration=2, rounds=rounds))
+        assert answer.code == fixed and answer.info["model"]
+        payload = server.requests[0]["json"]
+        user = payload["messages"][-1]["content"]
+        assert payload["temperature"] == 0.3 and payload["seed"] == 5 + 1000 + 2
+        assert "BUILD LOG TAIL" in user and "classified failure: build" in user and inst.prompt.strip()[:50] in user
+        fixer.fix(FixRequest(inst, inst.broken_code(), Protocol.parse("fb=none"), rounds=rounds))
+        assert "BUILD LOG TAIL" not in server.requests[1]["json"]["messages"][-1]["content"]
