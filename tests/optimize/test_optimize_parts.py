@@ -322,3 +322,47 @@ def test_replay_on_a_machine_without_the_device_has_no_best(tmp_path):
     assert [p["name"] for p in problems] == ["level1_task1", "level1_task2"]
     for p in problems:
         assert p["best_status"] is None and p["best_code_path"] is None and p["statuses"] == {"skipped": 1}
+
+
+def test_failed_model_calls_leave_no_variant_and_are_asked_again_on_resume(tmp_path):
+    """A server that cannot be reached stops the problem with the error; the slots stay open, and
+    the rerun (server back) asks for them again. The scripted answer is a CUDA candidate, which
+    the core reports `skipped` at once on a machine without a GPU (no evaluation cost here)."""
+    from hercules.executor import make_executor
+    from hercules.harness.evaluate import EvalOptions
+    from hercules.optimize.loop import FAILED_CALL, LoopConfig, Optimizer
+
+    cuda = RELEASE.read_text().splitlines()[0]
+    code = json.loads(cuda)["custom_code"]
+    problem = Problem(name="p", code=PROBLEM_CODE, source="test")
+    hardware = HardwareFacts(device="cpu", name="test cpu", cpu_cores=2)
+    config = LoopConfig(samples=2, budget=Budget(rounds=2),
+                        eval_options=EvalOptions(device="cpu", baselines=("eager",), cache_dir=tmp_path / "cache"))
+
+    def run(base_url: str) -> dict:
+        store = RunStore(tmp_path / "run")
+        executor = make_executor(device="cpu", workers=1)
+        backend = OpenAIBackend(ChatClient(base_url=base_url, model="m", retries=0, timeout=5))
+        try:
+            return asyncio.run(Optimizer([problem], backend, executor, store, hardware, config).run())
+        finally:
+            executor.close()
+            store.close()
+
+    with OptimizeLLMServer({}) as server:
+        dead = server.base_url
+    states = run(dead)
+    assert states["p"].stop_reason.startswith(FAILED_CALL) and states["p"].rounds_done == 1
+    store = RunStore(tmp_path / "run")
+    assert [v.status for v in store.variants("p")] == ["reference"]
+    assert store.call(Slot("p", 1, 0))[1].error
+    store.close()
+
+    with OptimizeLLMServer({"p": [fenced(code)] * 4}) as server:
+        states = run(server.base_url)
+        asked = len(server.requests)
+    assert asked == 4 and states["p"].rounds_done == 2 and states["p"].stop_reason == "2 rounds done"
+    store = RunStore(tmp_path / "run")
+    statuses = [v.status for v in store.variants("p") if v.origin == "model"]
+    assert statuses == ["skipped"] * 4 and store.call(Slot("p", 1, 0))[1].error is None
+    store.close()

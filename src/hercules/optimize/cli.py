@@ -233,9 +233,9 @@ class _progress:
 
     def __call__(self, event, slot, variant) -> None:
         task = self.tasks[slot.problem]
-        if event == "variant":
+        if event in ("variant", "lost"):
             self.bar.advance(task)
-            label = f"{slot.name}: {variant.status if variant else 'lost'}"
+            label = f"{slot.name}: {variant.status if variant else 'lost (rerun to resume)'}"
             self.bar.update(task, last=label)
             if not self.console.is_terminal:
                 self.console.print(f"{slot.problem}/{label}")

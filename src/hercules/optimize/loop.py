@@ -32,8 +32,10 @@ from hercules.optimize.storage import RunStore
 from hercules.optimize.tags import technique_tags
 from hercules.problems.model import Candidate, Problem
 
-# (event, slot, variant or None): "variant" when a slot is done, "round" when a round is.
+# (event, slot, variant or None): "variant" when a slot is done, "round" when a round is, "lost"
+# when a slot is left for a resumed run (its model call or its evaluation's infrastructure failed).
 Progress = Callable[[str, Slot, Variant | None], None]
+DONE, EXHAUSTED, FAILED_CALL = "done", "exhausted", "model call failed"
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,10 @@ class Optimizer:
     async def _problem(self, problem: Problem) -> None:
         self.store.add_problem(problem)
         stored = self.store.variants(problem.name)
-        pool = Pool(problem, self.config.objective, variants=stored)
-        state = self.states[problem.name] = ProblemState(pool)
         if not any(v.origin == "reference" for v in stored):
             self.store.record_variant(reference_variant(problem))
+        pool = Pool(problem, self.config.objective, variants=stored)
+        state = self.states[problem.name] = ProblemState(pool)
         seeds = [(Slot(problem.name, 0, i + 1), c.code, "seed") for i, c in enumerate(self.seeds.get(problem.name, ()))]
         await asyncio.gather(*(self._seed(pool, slot, code, origin) for slot, code, origin in seeds))
         state.best_so_far.append(pool.best_speedup(0))
@@ -102,12 +104,15 @@ class Optimizer:
                 return
             round_ += 1
             slots = [Slot(problem.name, round_, s) for s in range(self.config.samples)]
-            done = await asyncio.gather(*(self._slot(pool, slot) for slot in slots))
+            outcomes = await asyncio.gather(*(self._slot(pool, slot) for slot in slots))
             state.rounds_done = round_
             state.best_so_far.append(pool.best_speedup(round_))
             self.progress("round", slots[0], pool.best(round_))
-            if not any(done):
+            if all(o == EXHAUSTED for o in outcomes):
                 state.stop_reason = f"{self.backend.name} backend has nothing more"
+                return
+            if all(o.startswith(FAILED_CALL) for o in outcomes):  # the server is down: rerun to resume
+                state.stop_reason = outcomes[0]
                 return
 
     # ---- one slot ------------------------------------------------------------------------
@@ -115,16 +120,17 @@ class Optimizer:
         return next((v for v in pool.variants if v.slot == slot), None)
 
     async def _seed(self, pool: Pool, slot: Slot, code: str, origin: str) -> None:
-        if self._done(pool, slot) is None:
-            await self._evaluate_and_add(pool, slot, code, origin)
-        self.progress("variant", slot, self._done(pool, slot))
+        variant = self._done(pool, slot) or await self._evaluate_and_add(pool, slot, code, origin)
+        if variant is not None:
+            self.progress("variant", slot, variant)
 
-    async def _slot(self, pool: Pool, slot: Slot) -> bool:
-        """False when the backend had nothing for this slot (a replay file ran out)."""
+    async def _slot(self, pool: Pool, slot: Slot) -> str:
+        """DONE, EXHAUSTED (the backend had nothing for this slot), or FAILED_CALL with the error:
+        a failed model call leaves no variant, so a resumed run asks again."""
         variant = self._done(pool, slot)
         if variant is None:
             stored = self.store.call(slot)
-            if stored is not None:
+            if stored is not None and not stored[1].error:
                 completion = stored[1]
             else:
                 rng = random.Random(f"{self.config.seed}/{slot.problem}/{slot.round}/{slot.sample}")
@@ -132,18 +138,19 @@ class Optimizer:
                 prompt = render_prompt(pool, exemplars, self.hardware)
                 completion = await self.backend.complete(slot, prompt)
                 if completion is None:
-                    return False
+                    return EXHAUSTED
                 self.store.record_call(slot, prompt, completion)
                 self.spend = self.spend.add(tokens=completion.total_tokens)
+                if completion.error:
+                    self.progress("lost", slot, None)
+                    return f"{FAILED_CALL}: {completion.error}"
             variant = await self._from_completion(pool, slot, completion)
-        self.progress("variant", slot, variant)
-        return True
+        if variant is not None:  # None: its evaluation was lost ("lost" already reported)
+            self.progress("variant", slot, variant)
+        return DONE
 
     async def _from_completion(self, pool: Pool, slot: Slot, completion: Completion) -> Variant | None:
         origin = "replay" if self.backend.name == "replay" else "model"
-        if completion.error:
-            variant = Variant(slot=slot, origin=origin, code="", status=NO_CODE, reason=f"model call failed: {completion.error}")
-            return self._add(pool, variant)
         extraction = extract_code(completion.text)
         if extraction.code is None:
             return self._add(pool, Variant(slot=slot, origin=origin, code="", status=NO_CODE, reason=extraction.reason))
