@@ -13,8 +13,11 @@ release's "nothing faster found"), which is left out. Its ``score_*`` fields are
 published figures for these kernels. For a real release file the table shows CUDA-L1's published
 ``score_default`` beside our measurement.
 
-Writes under $OUT (else ./runs): ``optimize_replay/`` (the run folder: SQLite, prompts,
-verdicts, report.md/html, best/), ``optimize_replay_h200.md`` and ``optimize_replay_h200.json``.
+Writes three files under $OUT (else ./runs): ``optimize_replay_h200.md`` (the table),
+``optimize_replay_h200.json`` (rows and the optimiser's summary) and ``optimize_replay_run.tgz``
+(the run folder without build products: SQLite, prompts, verdicts, logs, report.md/html, best/).
+The run folder itself is ``--run-dir`` (default runs/optimize-replay-h200, kept between calls
+on a warm machine, as is the build cache .hercules/cache unless HERCULES_CACHE_DIR is set).
 The run stops itself after ``--time-limit`` seconds (default 320) and the table is made from
 what finished; rerunning the same command resumes the run without redoing finished evaluations.
 """
@@ -27,6 +30,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -53,7 +57,10 @@ def run_optimize(release: Path, run_dir: Path, args: argparse.Namespace) -> dict
         cmd += ["--baselines", args.baselines]
     print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
     # stderr (one progress line per evaluation) goes straight to the console; stdout is the JSON.
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
+           "PYTHONUNBUFFERED": "1"}
+    env.setdefault("HERCULES_CACHE_DIR", str(ROOT / ".hercules" / "cache"))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True, env=env)
     try:
         out, _ = proc.communicate(timeout=args.time_limit)
     except subprocess.TimeoutExpired:
@@ -140,6 +147,7 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timed repetitions per measurement")
     parser.add_argument("--baselines", default=None, help="default: every baseline the device has")
     parser.add_argument("--time-limit", type=float, default=320.0, help="stop the run after this many seconds")
+    parser.add_argument("--run-dir", default=str(ROOT / "runs" / "optimize-replay-h200"), help="the run folder (rerun to resume)")
     parser.add_argument("--check-build", action="store_true", help="only compile the CUDA sources with nvcc")
     args = parser.parse_args()
     release = Path(args.release).resolve()
@@ -149,7 +157,8 @@ def main() -> int:
     if args.check_build:
         return check_build(release)
     out = Path(os.environ.get("OUT") or ROOT / "runs")
-    run_dir = out / "optimize_replay"
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(args.run_dir)
     started = time.perf_counter()
     summary = run_optimize(release, run_dir, args)
     seconds = time.perf_counter() - started
@@ -159,6 +168,9 @@ def main() -> int:
     (out / "optimize_replay_h200.md").write_text(text)
     (out / "optimize_replay_h200.json").write_text(json.dumps({"release": str(release), "seconds": seconds, "rows": rows,
                                                                  "summary": summary}, indent=1, default=str))
+    if run_dir.is_dir():
+        with tarfile.open(out / "optimize_replay_run.tgz", "w:gz") as tar:
+            tar.add(run_dir, arcname=run_dir.name, filter=lambda m: None if m.name.endswith((".so", ".o", ".ninja_deps")) else m)
     return 0 if rows else 1
 
 
