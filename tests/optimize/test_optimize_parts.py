@@ -366,3 +366,30 @@ def test_failed_model_calls_leave_no_variant_and_are_asked_again_on_resume(tmp_p
     statuses = [v.status for v in store.variants("p") if v.origin == "model"]
     assert statuses == ["skipped"] * 4 and store.call(Slot("p", 1, 0))[1].error is None
     store.close()
+
+
+def test_seed_candidates_and_a_replay_folder(tmp_path):
+    """--candidates seeds round 0, a folder DIR/<problem>/*.py replays programs in order; CUDA
+    programs are `skipped` at once on the CPU, which keeps this test free of evaluation cost."""
+    from click.testing import CliRunner
+
+    from hercules.cli import main
+
+    cuda = json.loads(RELEASE.read_text().splitlines()[0])["custom_code"]
+    problem = tmp_path / "mish_small.py"
+    problem.write_text(PROBLEM_CODE)
+    for folder, count in (("seeds", 1), ("replay", 2)):
+        (tmp_path / folder / "mish_small").mkdir(parents=True)
+        for i in range(count):
+            (tmp_path / folder / "mish_small" / f"{i}.py").write_text(cuda + f"\n# {folder} {i}\n")
+    done = CliRunner().invoke(main, ["optimize", "--problem", str(problem), "--candidates", str(tmp_path / "seeds"),
+                                     "--backend", "replay", "--replay", str(tmp_path / "replay"), "--rounds", "3",
+                                     "--samples", "1", "--device", "cpu", "--cache-dir", str(tmp_path / "c"),
+                                     "--out", str(tmp_path / "run")])
+    assert done.exit_code == 0, done.output
+    assert "mish_small" in done.stdout and "Hercules optimize" in done.stdout  # the table, on stdout
+    store = RunStore(tmp_path / "run")
+    got = [(v.name, v.origin, v.status, v.code.splitlines()[-1]) for v in store.variants("mish_small")]
+    store.close()
+    assert got == [("r0s0", "reference", "reference", "    return []"), ("r0s1", "seed", "skipped", "# seeds 0"),
+                   ("r1s0", "replay", "skipped", "# replay 0"), ("r2s0", "replay", "skipped", "# replay 1")]

@@ -202,7 +202,7 @@ def _run(problems, seeds, backend, options, budget, run_dir, ray_address, worker
     summary = write_reports(run_dir, states, meta)
     store.close()
     if not as_json:
-        _print_table(console, summary)
+        _print_table(Console(), summary)  # the answer goes to stdout; progress stayed on stderr
     return summary
 
 
