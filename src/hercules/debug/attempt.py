@@ -129,7 +129,8 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
         # No GPU: compile the candidate's native sources for real (compile-only, sm_90).
         cmd = (f"{shlex.quote(sys.executable)} -m hercules.debug.kbbuild {shlex.quote(inst.solution_file)} "
                f"{shlex.quote(str(where / 'kbbuild'))} --arch {tc.arch}")
-        note = f"CUDA candidate skipped by the core (no GPU); sources compiled for sm_{tc.arch}, not linked or run"
+        note = (f"CUDA candidate skipped by the core (no GPU); sources compiled for sm_{tc.arch} and checked for "
+                "unresolved own symbols; not loaded or run")
         build = run_command("build", cmd, ws, tc.environ(), opts.build_timeout_s, where, (note,))
         if build.ok:
             found = cls.Classification(cls.UNTESTED, "no_device", note)
