@@ -105,3 +105,22 @@ def test_core_verdicts_map_to_categories():
     assert cls.classify_verdict("timeout", "").category == cls.TIMEOUT
     found = cls.classify_verdict("build_error", "Error building extension", "x.cu(3): error: expected a \";\"")
     assert (found.category, found.subtype) == (cls.BUILD, "syntax_type")
+
+
+def test_static_scan_rejects_kernelbench_fallback_bypasses_but_no_reference():
+    """KernelBench's build step is a static checker that rejects try/except fallbacks to PyTorch;
+    Hercules' static scan does the same on the corpus' real broken files, and accepts every
+    KernelBench reference (the PyTorch problems themselves)."""
+    from hercules.debug.attempt import static_rejection
+
+    rejected = []
+    for folder in sorted(CORPUS.glob("kernelbench_*")):
+        inst = load_instance(folder)
+        assert static_rejection(inst.reference_code()) is None, folder.name
+        if static_rejection(inst.broken_code()):
+            rejected.append(folder.name)
+    assert {"kernelbench_level2_7__compile_error__f3b7b2e0", "kernelbench_level2_31__compile_error__3ae77b08",
+            "kernelbench_level2_52__compile_error__e62e980c"} <= set(rejected)
+    # Only labelled compile errors are rejected statically: the logic/memory/timeout ones got past
+    # the real checker, so rejecting them here would contradict the corpus.
+    assert all("__compile_error__" in name for name in rejected), rejected

@@ -106,12 +106,33 @@ def run_native(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunO
     return Outcome("native", h, build, test, None, found, False, None, "none", notes=notes + tnotes)
 
 
+# Static findings that KernelBench's build-time checker also rejects outright: exception handlers
+# that fall back to PyTorch (its "try-except fallback bypass").
+STATIC_REJECT_FLAGS = frozenset({"reference_fallback"})
+
+
+def static_rejection(code: str) -> str | None:
+    """The static scan's reason to reject a KernelBench candidate before building, if any."""
+    from hercules.harness.static_scan import scan_candidate
+
+    found = [f for f in scan_candidate(code) if f.flag in STATIC_REJECT_FLAGS]
+    return "; ".join(f"line {f.line}: {f.reason}" for f in found) or None
+
+
 def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
                     gpu_lock: threading.Lock) -> Outcome:
     from hercules.harness.evaluate import EvalOptions, evaluate
     from hercules.problems.model import Candidate, Problem
 
     ws = prepare(inst, code, where)
+    h = code_hash(code)
+    rejected = static_rejection(code)
+    if rejected:
+        # The task's build command is KernelBench's static checker, which rejects fallback bypasses
+        # before anything compiles; Hercules' own static scan plays that part here.
+        build = CommandResult("build", "hercules static scan", 1, None, False, 0.0, "", rejected, (), None)
+        return Outcome("kernelbench", h, build, None, None, cls.Classification(cls.BUILD, "static_check", rejected),
+                       False, None, "none", notes=("rejected by the static scan before building",))
     problem_code = (ws / "problem.py").read_text(encoding="utf-8")
     problem = Problem(name=inst.task_id, code=problem_code, source=str(inst.testbench / "problem.py"))
     candidate = Candidate(name=f"{inst.task_id}:{code_hash(code)}", code=code, source=inst.solution_file,
@@ -122,7 +143,6 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
                           run_timeout_s=opts.test_timeout_s, cache_dir=opts.cache_dir)
     verdict = evaluate(problem, candidate, options, gpu_lock=gpu_lock)
     data = verdict.to_json()
-    h = code_hash(code)
     status = verdict.status.value
     build_log = verdict.build.log if verdict.build else ""
     if status == "skipped":
