@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from click.testing import CliRunner
 from optimize_llm_server import OptimizeLLMServer, fenced
 
@@ -287,6 +288,8 @@ def test_unusable_inputs_fail_with_one_line(tmp_path, monkeypatch):
         (["--problem", MISH, "--model", "m", "--base-url", "http://x/v1", "--samples", "0"], "--samples"),
         (["export-failures", str(tmp_path), "--corpus", str(tmp_path / "c")], "not an optimisation run folder"),
     ]
+    if not torch.cuda.is_available():
+        cases.append((["--problem", MISH, "--model", "m", "--base-url", "http://x/v1", "--device", "cuda"], "no CUDA device"))
     for args, message in cases:
         done = CliRunner().invoke(main, ["optimize", *args] + (["--out", str(tmp_path / "r")] if args[0] != "export-failures" else []))
         assert done.exit_code == 2 and done.stdout == "", done.output

@@ -140,6 +140,11 @@ def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates
             _fail(f"{name} must be at least 1")
     if timing_budget <= 0 or exemplar_temperature <= 0:
         _fail("--budget and --exemplar-temperature must be positive")
+    if device == "cuda" and not ray_address:
+        import torch
+
+        if not torch.cuda.is_available():
+            _fail("--device cuda: no CUDA device is present (use --device cpu, or --ray-address for a GPU cluster)")
     try:
         problems = _problems(problem_paths, sources, name_filter)
         if not problems and backend == "replay" and replay:
@@ -261,7 +266,8 @@ def _print_table(console, summary) -> None:
 @click.argument("run_dir")
 @click.option("--corpus", required=True, help="Debugging corpus folder (CUDABeaver layout) to add instances to.")
 @click.option("--status", "statuses", multiple=True,
-              help="Only these statuses (default: build_error, runtime_error, crash, timeout, incorrect).")
+              type=click.Choice(["build_error", "runtime_error", "crash", "timeout", "incorrect", "suspicious"]),
+              help="Only these statuses (default: all but suspicious).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the instance folders.")
 def export_failures_command(run_dir, corpus, statuses, as_json):
     """Turn the failing variants of an optimisation run into debugging-benchmark instances.
