@@ -275,7 +275,7 @@ def test_replay_backend_runs_recorded_programs(tmp_path):
     result = json.loads(done.stdout)["problems"][0]
     assert result["name"] == "level1_task1" and result["best_status"] == "ok"
     assert Path(result["best_code_path"]).read_text().strip() == MISH_FUSED.strip()
-    assert result["rounds"] == 2 and "nothing more" in result["stop_reason"]  # one program: round 2 found none
+    assert result["rounds"] == 1 and "nothing more" in result["stop_reason"]  # one program: round 2 found none
 
 
 def test_unusable_inputs_fail_with_one_line(tmp_path, monkeypatch):

@@ -105,12 +105,12 @@ class Optimizer:
             round_ += 1
             slots = [Slot(problem.name, round_, s) for s in range(self.config.samples)]
             outcomes = await asyncio.gather(*(self._slot(pool, slot) for slot in slots))
+            if all(o == EXHAUSTED for o in outcomes):  # an empty round is not counted
+                state.stop_reason = f"{self.backend.name} backend has nothing more"
+                return
             state.rounds_done = round_
             state.best_so_far.append(pool.best_speedup(round_))
             self.progress("round", slots[0], pool.best(round_))
-            if all(o == EXHAUSTED for o in outcomes):
-                state.stop_reason = f"{self.backend.name} backend has nothing more"
-                return
             if all(o.startswith(FAILED_CALL) for o in outcomes):  # the server is down: rerun to resume
                 state.stop_reason = outcomes[0]
                 return
