@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput.
+# One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput,
+# and the debugging benchmark, optimiser replay, reward-service load test and decode benchmark.
 # Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
 # Env: GPU_TESTS (test path), SUITE_ARGS (extra bench options), THROUGHPUT_COUNT.
 # Writes logs and reports under $OUT (at most 8 files come back).
@@ -26,6 +27,14 @@ for stage in $STAGES; do
     fidelity)
       python3 benchmarks/fidelity.py --problem src/hercules/suite/problems/${FIDELITY_PROBLEM:-mish_fp32}.py \
         --candidate ${FIDELITY_CANDIDATE:-src/hercules/suite/candidates/mish_fp32/triton_fused.py} --device cuda 2>&1 | tee "$OUT/fidelity.log" ;;
+    debug)
+      OUT=$OUT/debug bash benchmarks/debug_h200.sh 2>&1 | tail -40 ;;
+    optimize)
+      python3 benchmarks/optimize_replay_h200.py 2>&1 | tail -30 ;;
+    serve)
+      python3 benchmarks/serve_load.py --device cuda 2>&1 | tail -30 ;;
+    decode)
+      python3 benchmarks/decode.py 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
     throughput)
       python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput 2>&1 | tee "$OUT/throughput.log" | tail -5 ;;
   esac
