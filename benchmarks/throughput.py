@@ -113,6 +113,13 @@ def main() -> None:
     if builds:
         print(f"per-candidate build (parallel, wall per build): median {statistics.median(builds):.1f} s, "
               f"min {min(builds):.1f} s, max {max(builds):.1f} s")
+    stages: dict[str, list[float]] = {}
+    for row in rows:
+        for stage, seconds in row.verdict.phases.items():
+            stages.setdefault(stage, []).append(seconds)
+    if stages:  # where an evaluation's time goes (lock_wait: queued behind another's measurements)
+        print("per-evaluation stages, median s: " +
+              ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in stages.items()))
 
 
 if __name__ == "__main__":
