@@ -112,3 +112,27 @@ def test_http_fixer_against_scripted_server():
         assert "BUILD LOG TAIL" in user and "classified failure: build" in user and inst.prompt.strip()[:50] in user
         fixer.fix(FixRequest(inst, inst.broken_code(), Protocol.parse("fb=none"), rounds=rounds))
         assert "BUILD LOG TAIL" not in server.requests[1]["json"]["messages"][-1]["content"]
+
+
+def test_profile_feedback_carries_the_core_measurements(tmp_path):
+    """At fb=profile a model fixer sees the measured figures of earlier rounds (from a real
+    evaluation on the core); one level down it does not."""
+    from hercules.debug.protocol import render_messages, round_metrics
+
+    folder = export_failing_candidate(tmp_path / "corpus", problem_name="relu2", problem_code=PROBLEM,
+                                      candidate_code="class ModelNew: pass\n", status="incorrect", error="", prompt="fix",
+                                      reference_code=PROBLEM)
+    inst = load_instance(folder)
+    code = ReplayFixer().fix(FixRequest(inst, inst.broken_code(), Protocol())).code
+    verdict = evaluate(Problem("relu2", PROBLEM, "test"), Candidate("replay", code, "test"),
+                       EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, trials=2,
+                                   cache_dir=tmp_path / "cache"))
+    assert verdict.status.value == "ok", verdict.error
+    record = {"gate": {"cand_ms": verdict.cand_ms, "ref_ms": verdict.ref_ms, "method": "core:eager"},
+              "outcome": {"verdict": verdict.to_json()}}
+    metrics = round_metrics(record)
+    assert f"candidate {verdict.cand_ms:.4f} ms" in metrics and "repetitions" in metrics
+    rounds = (Round(code, "slow", "below the gate", "log", 0.5, metrics),)
+    shown = {fb: render_messages(FixRequest(inst, code, Protocol.parse(f"fb={fb},hist=1"), rounds=rounds))[1]["content"]
+             for fb in ("evidence", "profile")}
+    assert metrics in shown["profile"] and metrics not in shown["evidence"]

@@ -66,6 +66,7 @@ class Round:
     reason: str
     log: str
     speedup: float | None = None
+    metrics: str = ""  # measured figures shown at the ``profile`` level (see round_metrics)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,31 @@ def render_messages(request: FixRequest) -> list[dict[str, str]]:
             parts.append(f"Earlier round {i}: classified failure: {r.category} ({r.reason})")
         if level >= 4 and r.speedup is not None:
             parts.append(f"Earlier round {i}: speedup over the reference: {r.speedup:.3f}x")
+        if level >= 4 and r.metrics:
+            parts.append(f"Earlier round {i}: measurements: {r.metrics}")
     parts.append(f"Return the complete corrected `{inst.solution_file}` in one fenced code block. "
                  "Keep it fast: a slow fallback does not count as a repair.")
     return [{"role": "system", "content": "You repair broken CUDA code."},
             {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def round_metrics(record: dict[str, Any]) -> str:
+    """The measured figures of one round, for the ``profile`` feedback level: the gate's times and,
+    where the evaluation core ran, its timing statistics and speed-of-light figures."""
+    parts: list[str] = []
+    gate = record.get("gate") or {}
+    if gate.get("cand_ms") is not None:
+        parts.append(f"candidate {gate['cand_ms']:.4f} ms ({gate.get('method')})")
+    if gate.get("ref_ms") is not None:
+        parts.append(f"reference {gate['ref_ms']:.4f} ms")
+    verdict = (record.get("outcome") or {}).get("verdict") or {}
+    timing = verdict.get("timing") or {}
+    if timing.get("median_ms") is not None:
+        parts.append(f"median {timing['median_ms']:.4f} ms, IQR {timing.get('iqr_ms') or 0:.4f} ms over "
+                     f"{timing.get('reps')} repetitions")
+    sol = verdict.get("sol") or {}
+    if sol.get("sol_fraction") is not None:
+        parts.append(f"{sol['sol_fraction']:.2f} of the speed of light ({sol.get('bound')}-bound: floor "
+                     f"{sol.get('floor_ms', 0):.4f} ms for {sol.get('flops', 0):.3g} FLOP and "
+                     f"{sol.get('min_bytes', 0):.3g} bytes)")
+    return "; ".join(parts)

@@ -19,7 +19,7 @@ from hercules.debug.attempt import Outcome, RunOptions, code_hash, run_solution
 from hercules.debug.corpus import Instance
 from hercules.debug.fixers import kernelbench_alias
 from hercules.debug.gate import GateResult, degeneration_signs
-from hercules.debug.protocol import FixRequest, Protocol, Round
+from hercules.debug.protocol import FixRequest, Protocol, Round, round_metrics
 from hercules.debug.stagnation import stagnation_modes
 from hercules.debug.store import DebugStore
 from hercules.debug.toolchain import Toolchain
@@ -140,7 +140,8 @@ class Benchmark:
             code = (where / "solution.txt").read_text() if (where / "solution.txt").is_file() else code
             log = "\n".join(filter(None, [(record["outcome"].get(s) or {}).get(k, "")
                                           for s in ("build", "test") for k in ("stdout", "stderr")]))
-            history.append(Round(code, record["category"], record["reason"], log, record["gate"]["speedup"]))
+            history.append(Round(code, record["category"], record["reason"], log, record["gate"]["speedup"],
+                                 round_metrics(record)))
             if _gate(record).passes(protocol.p):
                 break
         passed = any(_gate(x).passes(protocol.p) for x in rounds)
