@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate
 from hercules.harness.ipc import describe_exit
 from hercules.harness.records import Status, Verdict
@@ -154,7 +155,7 @@ def _exception(future: Future) -> BaseException | None:
 @dataclass
 class _Slot:
     device: str
-    lock: threading.Lock
+    lock: DeviceLock
     busy: int = 0
 
 
@@ -168,7 +169,7 @@ class LocalExecutor(EvalExecutor):
     def __init__(self, device: str = "auto", workers: int | None = None, retries: int = DEFAULT_RETRIES):
         super().__init__(retries)
         self._kind, names = _local_devices(device)
-        self._slots = [_Slot(name, threading.Lock()) for name in names]
+        self._slots = [_Slot(name, DeviceLock()) for name in names]
         self._pick = threading.Lock()
         self._workers = workers or 2 * len(self._slots)
         if self._workers < 1:
@@ -243,7 +244,7 @@ class _EvalActor:
 
     def __init__(self, device: str):
         self.device = device
-        self.lock = threading.Lock()
+        self.lock = DeviceLock()
 
     def evaluate(self, problem: Problem, candidate: Candidate, options: EvalOptions) -> Verdict:
         return evaluate(problem, candidate, replace(options, device=self.device), gpu_lock=self.lock)

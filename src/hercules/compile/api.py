@@ -104,7 +104,6 @@ class CompiledDecoder:
     def _step_check(self, result: SelectionResult, batch: int, capacity: int) -> None:
         """Time the whole decode step with the plan and with every region on PyTorch; keep the
         plan only if it is faster (per-region wins need not add up, e.g. through launch gaps)."""
-        rt = self.runtime
         if all(d.lang == "torch" and d.template == "torch" for d in result.plan.decisions.values()):
             result.plan.step_check = {"skipped": "plan is the fallback"}
             return

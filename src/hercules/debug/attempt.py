@@ -15,7 +15,6 @@ import hashlib
 import json
 import shlex
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from hercules.debug.corpus import Instance
 from hercules.debug.gate import GateResult, parse_task_timing
 from hercules.debug.toolchain import Toolchain, adapt_command
 from hercules.debug.workspace import CommandResult, prepare, run_command, skipped
+from hercules.harness.device_lock import DeviceLock
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _failed_test_output(test: CommandResult) -> bool:
 
 
 def run_native(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
-               gpu_lock: threading.Lock) -> Outcome:
+               gpu_lock: DeviceLock) -> Outcome:
     ws = prepare(inst, code, where)
     build_cmd, notes = adapt_command(inst.build_command, tc)
     build = run_command("build", build_cmd, ws, tc.environ(), opts.build_timeout_s, where, notes)
@@ -122,7 +122,7 @@ def static_rejection(code: str) -> str | None:
 
 
 def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
-                    gpu_lock: threading.Lock) -> Outcome:
+                    gpu_lock: DeviceLock) -> Outcome:
     from hercules.harness.evaluate import EvalOptions, evaluate
     from hercules.problems.model import Candidate, Problem
 
@@ -171,7 +171,7 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
 
 
 def run_defpy(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
-              gpu_lock: threading.Lock) -> Outcome:
+              gpu_lock: DeviceLock) -> Outcome:
     ws = prepare(inst, code, where)
     py = shlex.quote(sys.executable)
     build_cmd = f"{py} -m hercules.debug.defpy_driver build {shlex.quote(inst.solution_file)} --arch {tc.arch}"
@@ -212,7 +212,7 @@ RUNNERS = {"native": run_native, "kernelbench": run_kernelbench, "defpy": run_de
 
 
 def run_solution(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
-                 gpu_lock: threading.Lock) -> tuple[Outcome, float]:
+                 gpu_lock: DeviceLock) -> tuple[Outcome, float]:
     start = time.perf_counter()
     outcome = RUNNERS[inst.kind](inst, code, where, tc, opts, gpu_lock)
     return outcome, time.perf_counter() - start

@@ -23,6 +23,7 @@ from hercules.debug.protocol import FixRequest, Protocol, Round, round_metrics
 from hercules.debug.stagnation import stagnation_modes
 from hercules.debug.store import DebugStore
 from hercules.debug.toolchain import Toolchain
+from hercules.harness.device_lock import DeviceLock
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Benchmark:
         self.fixers = fixers
         self.protocols = tuple(protocols)
         self.jobs = max(1, jobs)
-        self.gpu_lock = threading.Lock()
+        self.gpu_lock = DeviceLock()
         self._ref_locks: dict[str, threading.Lock] = {}
         self._ref_guard = threading.Lock()
         self._outcomes: dict[tuple[str, str], Outcome] = {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -19,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hercules.harness import build as build_mod
+from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device
 from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, private_dir
 from hercules.harness.records import Verdict, verdict_from_json
@@ -120,9 +120,9 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
     prebuild(pending, replace(options, artifacts_dir=run_dir), build_jobs or cpus,
              on_done=(lambda item, err: progress("built", item, None)) if progress else None)
 
-    # Measurements are serialised by one lock (trials, timing, baselines); a second evaluation
-    # may start its workers and load its build meanwhile, which does not touch the GPU's clocks.
-    gpu_lock = threading.Lock()
+    # Measurements (timing, baselines, roofline) hold the device lock exclusively; correctness
+    # trials share it, and a second evaluation may start its workers and load its build meanwhile.
+    gpu_lock = DeviceLock()
     jobs = eval_jobs or (2 if device.type == "cuda" else 1)
 
     def one(item: BenchItem) -> BenchRow:

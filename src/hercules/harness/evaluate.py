@@ -23,10 +23,22 @@ import torch
 
 from hercules.harness import build as build_mod
 from hercules.harness.baselines import available_baselines
-from hercules.harness.checks import Comparison, compare_outputs, is_downcast, tolerance_for
+from hercules.harness.checks import (
+    Comparison,
+    compare_outputs,
+    is_downcast,
+    tolerance_for,
+)
+from hercules.harness.device_lock import DeviceLock, shared_section
 from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, private_dir
 from hercules.harness.records import (
-    BuildResult, CheckResult, Flag, Speedups, Status, TimingResult, Verdict,
+    BuildResult,
+    CheckResult,
+    Flag,
+    Speedups,
+    Status,
+    TimingResult,
+    Verdict,
 )
 from hercules.harness.roofline import sol_figures
 from hercules.problems.model import Candidate, Problem
@@ -128,12 +140,12 @@ def _workdir(options: EvalOptions) -> Iterator[Path]:
 
 
 def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions = EvalOptions(),
-             gpu_lock: threading.Lock | None = None) -> Verdict:
+             gpu_lock: DeviceLock | threading.Lock | None = None) -> Verdict:
     """Evaluate one candidate; never raises for anything the candidate does."""
     started = time.perf_counter()
     device = resolve_device(options.device)
     with _workdir(options) as workdir:
-        run = _Evaluation(problem, candidate, options, device, workdir, gpu_lock or threading.Lock())
+        run = _Evaluation(problem, candidate, options, device, workdir, gpu_lock or DeviceLock())
         verdict = run.execute()
         verdict = replace(verdict, seconds=time.perf_counter() - started)
         if options.artifacts_dir is not None:
@@ -157,6 +169,14 @@ class _Evaluation:
         self.check: CheckResult | None = None
         self.timing: TimingResult | None = None
         self.phases: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def _holding(self, section) -> Iterator[None]:
+        """Hold a lock section; the wait for it counts as the ``lock_wait`` stage."""
+        started = time.perf_counter()
+        with section:
+            self.phases["lock_wait"] = self.phases.get("lock_wait", 0.0) + time.perf_counter() - started
+            yield
 
     @contextlib.contextmanager
     def _phase(self, name: str) -> Iterator[None]:
@@ -227,31 +247,32 @@ class _Evaluation:
         self.build = BuildResult(ok=True, seconds=float(built["seconds"]), cache_key=plan.cache_key,
                                  cache_hit=was_cached, language=plan.language, log=candidate.log_tail(2000))
 
-        with self._phase("lock_wait"):
-            self.gpu_lock.acquire()
-        try:
-            with self._phase("trials"):
-                comparison, ref_err = self._trials(reference, candidate)
-            correct = comparison.ok
-            self.check = CheckResult(correct=correct, trials=opts.trials, max_abs_err=comparison.max_abs_err,
-                                     rel_err=comparison.rel_err, ref_rel_err=ref_err,
-                                     flags=tuple(sorted(comparison.flags)),
-                                     error="; ".join(comparison.problems[:3]) or None)
-            self.flags.update(comparison.flags)
-            if correct and is_downcast(comparison.rel_err, ref_err, self.tol):
-                self.flags.add(Flag.PRECISION_DOWNCAST.value)
-                self.notes.append(f"relative error {comparison.rel_err:.2e} against float64, the "
-                                  f"{self.problem.dtype_name} reference itself has {ref_err:.2e}")
-            if correct and opts.time_candidate:
+        # Correctness trials time nothing: other evaluations' trials may share the device, only a
+        # measurement in progress may not. Timing, baselines and the roofline have it to themselves.
+        with self._holding(shared_section(self.gpu_lock)), self._phase("trials"):
+            comparison, ref_err = self._trials(reference, candidate)
+        correct = comparison.ok
+        self.check = CheckResult(correct=correct, trials=opts.trials, max_abs_err=comparison.max_abs_err,
+                                 rel_err=comparison.rel_err, ref_rel_err=ref_err,
+                                 flags=tuple(sorted(comparison.flags)),
+                                 error="; ".join(comparison.problems[:3]) or None)
+        self.flags.update(comparison.flags)
+        if correct and is_downcast(comparison.rel_err, ref_err, self.tol):
+            self.flags.add(Flag.PRECISION_DOWNCAST.value)
+            self.notes.append(f"relative error {comparison.rel_err:.2e} against float64, the "
+                              f"{self.problem.dtype_name} reference itself has {ref_err:.2e}")
+        baselines: dict[str, float | None] = {}
+        sol = None
+        if correct and opts.time_candidate:
+            with self._holding(self.gpu_lock):
                 with self._phase("timing"):
                     correct = self._time_and_revalidate(reference, candidate)
-            with self._phase("baselines"):
-                baselines = self._baselines(reference) if correct and opts.time_candidate else {}
-            # Inside the lock too: measuring the device's ceilings saturates it for a second.
-            with self._phase("roofline"):
-                sol = self._sol(reference) if correct and self.timing else None
-        finally:
-            self.gpu_lock.release()
+                if correct:
+                    with self._phase("baselines"):
+                        baselines = self._baselines(reference)
+                    # Inside the lock too: measuring the device's ceilings saturates it for a second.
+                    with self._phase("roofline"):
+                        sol = self._sol(reference) if self.timing else None
         with self._phase("integrity"):
             self._integrity(candidate)
 

@@ -197,7 +197,7 @@ def _check_one(problem_path: Path, cand_path: Path, compile_triton: bool, seed: 
                     "error": f"{type(exc).__name__}: {exc}"[-4000:]}
     try:
         return check_candidate(problem_path, cand_path, seed=seed, device=device)
-    except Exception as exc:
+    except Exception:
         import traceback
 
         return {"problem": problem_path.stem, "candidate": cand_path.stem, "ok": False,

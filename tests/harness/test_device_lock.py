@@ -1,0 +1,78 @@
+"""DeviceLock with real threads: trials share the device, a measurement has it alone, and a
+waiting measurement is not starved by a stream of sharers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from hercules.harness.device_lock import DeviceLock, shared_section
+
+
+def test_sharers_overlap_and_exclusive_waits_for_them():
+    lock = DeviceLock()
+    inside, peak, log = [0], [0], []
+    guard = threading.Lock()
+
+    def share():
+        with lock.shared():
+            with guard:
+                inside[0] += 1
+                peak[0] = max(peak[0], inside[0])
+            time.sleep(0.2)
+            with guard:
+                inside[0] -= 1
+
+    sharers = [threading.Thread(target=share) for _ in range(3)]
+    for t in sharers:
+        t.start()
+    time.sleep(0.05)
+
+    def measure():
+        with lock:
+            with guard:
+                log.append(("exclusive", inside[0]))
+
+    m = threading.Thread(target=measure)
+    m.start()
+    for t in [*sharers, m]:
+        t.join(5)
+    assert peak[0] == 3  # the three sharers held it together
+    assert log == [("exclusive", 0)]  # the measurement ran with nobody else inside
+
+
+def test_waiting_measurement_is_not_starved_by_new_sharers():
+    lock = DeviceLock()
+    order: list[str] = []
+    first = threading.Event()
+
+    def early_sharer():
+        with lock.shared():
+            first.set()
+            time.sleep(0.2)
+            order.append("early sharer done")
+
+    def measurement():
+        first.wait()
+        with lock:
+            order.append("measurement")
+
+    def late_sharer():
+        first.wait()
+        time.sleep(0.05)  # arrives while the measurement is waiting
+        with lock.shared():
+            order.append("late sharer")
+
+    threads = [threading.Thread(target=f) for f in (early_sharer, measurement, late_sharer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert order == ["early sharer done", "measurement", "late sharer"]
+
+
+def test_a_plain_lock_is_taken_for_the_shared_side_too():
+    plain = threading.Lock()
+    with shared_section(plain):
+        assert plain.locked()
+    assert not plain.locked()
