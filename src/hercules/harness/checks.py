@@ -78,15 +78,21 @@ def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torc
     cand = out.double()
     truth = ref.double()
     finite = torch.isfinite(truth)
-    bad = ~torch.isfinite(cand) & finite
+    # Almost always every reference value is finite: then no mask is applied, since boolean
+    # indexing copies both tensors (1.5 s of a 2-core machine's 14 s evaluation of an 8M-element output).
+    all_finite = bool(finite.all())
+    bad = ~torch.isfinite(cand)
+    if not all_finite:
+        bad &= finite
     if bad.any():
         # NaN is what the allocator was poisoned with: most often memory the candidate never wrote.
         poisoned = Flag.FOREIGN_MEMORY if torch.isnan(cand[bad]).any() else None
         result.fail(f"{where}: {int(bad.sum())} NaN/Inf values where the reference is finite", poisoned)
         return
-    if not torch.equal(cand[~finite].nan_to_num(), truth[~finite].nan_to_num()):
-        result.fail(f"{where}: non-finite values differ from the reference")
-    cand, truth = cand[finite], truth[finite]
+    if not all_finite:
+        if not torch.equal(cand[~finite].nan_to_num(), truth[~finite].nan_to_num()):
+            result.fail(f"{where}: non-finite values differ from the reference")
+        cand, truth = cand[finite], truth[finite]
     diff = (cand - truth).abs()
     max_abs = float(diff.max()) if diff.numel() else 0.0
     scale = float(truth.norm())
@@ -96,7 +102,7 @@ def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torc
     if scale > 0 and float(cand.norm()) <= 1e-12 * scale:
         result.fail(f"{where}: output is zero where the reference is not", Flag.ZERO_OUTPUT)
         return
-    outside = diff > tol.atol + tol.rtol * truth.abs()
+    outside = diff > truth.abs().mul_(tol.rtol).add_(tol.atol)
     if outside.any():
         result.fail(f"{where}: {int(outside.sum())} of {diff.numel()} values outside atol={tol.atol:g}, "
                     f"rtol={tol.rtol:g} (max abs error {max_abs:.3g})")

@@ -1,0 +1,71 @@
+"""compare_outputs on the cases the verdict depends on: tolerances, non-finite values (poisoned
+memory), zero outputs, shapes, dtypes and types."""
+
+from __future__ import annotations
+
+import torch
+
+from hercules.harness.checks import DEFAULT_TOLERANCES, compare_outputs
+from hercules.harness.records import Flag
+
+TOL = DEFAULT_TOLERANCES["float32"]
+
+
+def _compare(out, ref, kind="torch.Tensor"):
+    spec = {"shape": list(ref.shape), "dtype": str(ref.dtype).replace("torch.", "")}
+    return compare_outputs([out], [kind], [ref.double()], [spec], TOL)
+
+
+def test_equal_and_within_tolerance_pass_with_errors_recorded():
+    ref = torch.randn(64, 32)
+    assert _compare(ref.clone(), ref).ok
+    near = ref + 1e-5
+    result = _compare(near, ref)
+    assert result.ok and 0 < result.max_abs_err < 2e-5 and result.rel_err > 0
+
+
+def test_values_outside_tolerance_fail():
+    ref = torch.randn(64, 32)
+    out = ref.clone()
+    out[3, 4] += 0.5
+    result = _compare(out, ref)
+    assert not result.ok and "outside atol" in result.problems[0]
+
+
+def test_nan_where_the_reference_is_finite_is_foreign_memory():
+    ref = torch.randn(16, 16)
+    out = ref.clone()
+    out[0, 0] = float("nan")
+    result = _compare(out, ref)
+    assert not result.ok and Flag.FOREIGN_MEMORY.value in result.flags
+
+
+def test_matching_non_finite_values_pass_and_differing_ones_fail():
+    ref = torch.randn(16, 16)
+    ref[1, 1] = float("inf")
+    ref[2, 2] = float("nan")
+    assert _compare(ref.clone(), ref).ok
+    out = ref.clone()
+    out[1, 1] = float("-inf")
+    result = _compare(out, ref)
+    assert not result.ok and "non-finite values differ" in result.problems[0]
+
+
+def test_zero_output_is_flagged():
+    ref = torch.randn(16, 16)
+    result = _compare(torch.zeros_like(ref), ref)
+    assert not result.ok and Flag.ZERO_OUTPUT.value in result.flags
+
+
+def test_shape_dtype_and_type_mismatches():
+    ref = torch.randn(8, 8)
+    assert Flag.SHAPE_MISMATCH.value in _compare(torch.randn(8, 4), ref).flags
+    assert Flag.SHAPE_MISMATCH.value in _compare(ref.half(), ref).flags
+    assert Flag.TENSOR_SUBCLASS.value in _compare(ref, ref, kind="subclass:Lazy").flags
+
+
+def test_integer_outputs_compare_exactly():
+    ref = torch.arange(10)
+    spec = {"shape": [10], "dtype": "int64"}
+    assert compare_outputs([ref.clone()], ["torch.Tensor"], [ref], [spec], TOL).ok
+    assert not compare_outputs([ref + 1], ["torch.Tensor"], [ref], [spec], TOL).ok
