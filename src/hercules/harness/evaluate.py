@@ -436,7 +436,8 @@ class _Evaluation:
         if missing:
             seeds = [secrets.randbits(63) for _ in range(self.options.trials)]
             for seed in seeds:
-                _answer(reference, "inputs", self.options.run_timeout_s, Status.RUNTIME_ERROR, "input factory", seed=seed)
+                _answer(reference, "inputs", self.options.run_timeout_s, Status.RUNTIME_ERROR, "input factory",
+                        seed=seed, send=False)
             reply = _answer(reference, "baselines", max(self.options.run_timeout_s, 900.0), Status.RUNTIME_ERROR,
                             "baselines", names=missing, seeds=seeds, budget_s=self.options.timing_budget_s,
                             warmup_s=self.options.warmup_s)
@@ -455,7 +456,8 @@ class _Evaluation:
                                device=str(self.device))["ceilings"]
             self.cache.put("devices", key, ceilings)
         seed = secrets.randbits(63)
-        _answer(reference, "inputs", self.options.run_timeout_s, Status.RUNTIME_ERROR, "input factory", seed=seed)
+        _answer(reference, "inputs", self.options.run_timeout_s, Status.RUNTIME_ERROR, "input factory", seed=seed,
+                send=False)
         roof = _answer(reference, "roofline", self.options.run_timeout_s, Status.RUNTIME_ERROR, "roofline", seed=seed)
         min_bytes = int(roof["input_bytes"]) + int(roof["output_bytes"]) + self.param_bytes
         return sol_figures(int(roof["flops"]), min_bytes, self.problem.dtype_name, ceilings,

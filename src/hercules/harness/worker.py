@@ -149,7 +149,8 @@ class ReferenceWorker:
         values = list(self.module.get_inputs())
         values = [v.cpu() if isinstance(v, torch.Tensor) else v for v in values]
         self.inputs[msg["seed"]] = values
-        return {"inputs": values}
+        # send=False: the parent only needs the set kept here (baselines, roofline), not a copy.
+        return {"inputs": values if msg.get("send", True) else None}
 
     def op_reference(self, msg):
         values = to_device(self.inputs[msg["seed"]], self.device)
