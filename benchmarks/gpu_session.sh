@@ -36,7 +36,7 @@ for stage in $STAGES; do
     decode)
       python3 benchmarks/decode.py 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
     throughput)
-      python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput 2>&1 | tee "$OUT/throughput.log" | tail -5 ;;
+      python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -5 ;;
   esac
 done
 echo "=== done $(date +%T)"

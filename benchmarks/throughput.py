@@ -87,7 +87,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--run-dir", default=None)
-    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=None, help="Parallel builds (default: CPU count).")
+    parser.add_argument("--eval-jobs", type=int, default=None,
+                        help="Evaluations in flight (default 2 on a GPU); measurements still run one at a time.")
     args = parser.parse_args()
     problem = load_source(suite_dir() / "problems" / f"{PROBLEM}.py").problems[0]
     items = [BenchItem(problem, c) for c in variants(args.count)]
@@ -99,7 +101,7 @@ def main() -> None:
         status = verdict.status.value if verdict else ""
         print(f"{time.perf_counter() - start:7.1f} s  {event:9s} {item.candidate.name} {status}", flush=True)
 
-    rows = run_bench(items, run_dir, options, build_jobs=args.jobs, progress=progress)
+    rows = run_bench(items, run_dir, options, build_jobs=args.jobs, eval_jobs=args.eval_jobs, progress=progress)
     total = time.perf_counter() - start
     builds = []
     for row in rows:
