@@ -382,7 +382,7 @@ class _Evaluation:
                 return False
         fresh = [t for t in again.get("fresh_ms") or [] if t is not None]
         seen = [t for t in again.get("seen_ms") or [] if t is not None]
-        if fresh and seen and self.timing:
+        if fresh and seen:
             # Against the same single call repeated on values seen once, never against the timed
             # median: a lone call on an idle H200 carries the host's launch overhead (0.18-0.30 ms
             # measured for kernels whose back-to-back median is 0.013-0.049 ms).

@@ -79,6 +79,15 @@ def to_device(values: list[Any], device: torch.device) -> list[Any]:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def use_device(name: str) -> torch.device:
+    """The worker's device, made current: events and streams follow the current device, so
+    without this a worker given cuda:1 would time its kernels with events on cuda:0."""
+    device = torch.device(name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    return device
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         _timing._synchronize(device)
@@ -123,11 +132,7 @@ class ReferenceWorker:
         self.inputs: dict[int, list[Any]] = {}
 
     def op_setup(self, msg):
-        self.device = torch.device(msg["device"])
-        if self.device.type == "cuda":
-            # Events and streams follow the current device; without this a worker given cuda:1
-            # would time its kernels with events on cuda:0.
-            torch.cuda.set_device(self.device)
+        self.device = use_device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
         self.module = load_module_from_memory(msg["code"], "hercules_problem")
         torch.manual_seed(msg["init_seed"])
@@ -253,11 +258,7 @@ class CandidateWorker:
         return {"seconds": _perf_counter() - start}
 
     def op_build(self, msg):
-        self.device = torch.device(msg["device"])
-        if self.device.type == "cuda":
-            # Events and streams follow the current device; without this a worker given cuda:1
-            # would time its kernels with events on cuda:0.
-            torch.cuda.set_device(self.device)
+        self.device = use_device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
         self._warm_up_runtime()
         _force_verbose_extension_builds()
@@ -368,15 +369,17 @@ class CandidateWorker:
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src.to(dst.device))
                 self._poison(msg["specs"])
-                outs, fresh = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
+                run = functools.partial(call, target)
+                outs, fresh = _timing.single_call_ms(run, self.device, flush_l2)
                 # Packaged only after the device-wide synchronise inside single_call_ms, so work left
                 # on another stream is finished (as in every other comparison), not read half-done.
                 results.append(_package_outputs(outs))
-                # The same call again, now on values it has just seen: like-for-like with the fresh
-                # call, so only a cache keyed by content makes the two differ.
-                _, seen = _timing.single_call_ms(functools.partial(call, target), self.device, flush_l2)
                 fresh_ms.append(fresh)
-                seen_ms.append(seen)
+                if fresh is not None:
+                    # The same call again, now on values it has just seen: like-for-like with the
+                    # fresh call, so only a cache keyed by content makes the two differ. (Untimed
+                    # off CUDA, where it would only cost another call.)
+                    seen_ms.append(_timing.single_call_ms(run, self.device, flush_l2)[1])
         return {"outputs": [r[0] for r in results], "types": [r[1] for r in results],
                 "fresh_ms": fresh_ms, "seen_ms": seen_ms}
 
