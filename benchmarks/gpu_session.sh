@@ -8,7 +8,7 @@ set -uo pipefail
 STAGES=${1:-"tests suite"}
 OUT=${OUT:-/tmp/hercules-out}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 HERCULES_CACHE_DIR=/tmp/hercules-cache
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 HERCULES_CACHE_DIR=${HERCULES_LANE_CACHE:-/tmp/hercules-cache}
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 for stage in $STAGES; do
   echo "=== $stage $(date +%T)"

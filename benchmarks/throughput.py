@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py [--count 50] [--run-dir /tmp/throughput]
 
+By default an evaluation starts as soon as its own build is done (builds and evaluations overlap).
 Each candidate is a CUDA Mish kernel (the suite's mish_fp32 problem) with its own extension name
 and block size, so every one has its own content hash and is compiled from scratch into an empty cache.
 """
@@ -90,6 +91,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None, help="Parallel builds (default: CPU count).")
     parser.add_argument("--eval-jobs", type=int, default=None,
                         help="Evaluations in flight (default 2 on a GPU); measurements still run one at a time.")
+    parser.add_argument("--no-pipeline", action="store_true",
+                        help="Finish every build before the first evaluation (as `hercules bench` does).")
     args = parser.parse_args()
     problem = load_source(suite_dir() / "problems" / f"{PROBLEM}.py").problems[0]
     items = [BenchItem(problem, c) for c in variants(args.count)]
@@ -101,7 +104,8 @@ def main() -> None:
         status = verdict.status.value if verdict else ""
         print(f"{time.perf_counter() - start:7.1f} s  {event:9s} {item.candidate.name} {status}", flush=True)
 
-    rows = run_bench(items, run_dir, options, build_jobs=args.jobs, eval_jobs=args.eval_jobs, progress=progress)
+    rows = run_bench(items, run_dir, options, build_jobs=args.jobs, eval_jobs=args.eval_jobs,
+                     pipeline=not args.no_pipeline, progress=progress)
     total = time.perf_counter() - start
     builds = []
     for row in rows:

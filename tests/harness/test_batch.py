@@ -55,3 +55,18 @@ def test_bench_writes_folder_store_and_reports_and_resumes(tmp_path):
     assert summary["evaluations"] == 2 and summary["correctness_rate"] == 0.5
     assert (run_dir / "report.html").read_text().count("<img") >= 2
     assert "fast_" in (run_dir / "summary.md").read_text()
+
+
+def test_pipelined_bench_evaluates_each_item_after_its_own_build(tmp_path):
+    problem = load_source(FIXTURES / "scale_relu.py").problems[0]
+    items = [BenchItem(problem, Candidate(name, GOOD.replace("* 2", factor), "test"))
+             for name, factor in (("good", "* 2"), ("wrong", "* 3"), ("also_good", "+ torch.relu(self.lin(x))"))]
+    options = EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01,
+                          cache_dir=tmp_path / "cache")
+    events = []
+    rows = run_bench(items, tmp_path / "run", options, pipeline=True, eval_jobs=2,
+                     progress=lambda e, item, v: events.append((e, item.candidate.name)))
+    assert [r.verdict.status for r in rows] == [Status.OK, Status.INCORRECT, Status.OK]
+    for item in items:
+        name = item.candidate.name
+        assert events.index(("built", name)) < events.index(("evaluated", name))

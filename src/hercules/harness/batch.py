@@ -13,7 +13,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ThreadPoolExecutor,
+    as_completed,
+    wait,
+)
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -54,51 +60,51 @@ def load_done(path: Path) -> Verdict | None:
         return None
 
 
-def prebuild(items: Sequence[BenchItem], options: EvalOptions, jobs: int,
-             on_done: Callable[[BenchItem, str | None], None] | None = None) -> None:
-    """Compile every candidate that builds native code, in parallel, into the content-keyed cache.
+def build_one(item: BenchItem, options: EvalOptions) -> str | None:
+    """Compile one candidate's native code into the content-keyed cache; the error, if any.
 
     Importing the candidate module is what triggers its load_inline / load calls; the later
-    evaluation finds the built module in the cache and only loads it.
+    evaluation finds the built module in the cache and only loads it. Nothing to build (Python,
+    Triton, already cached, no device for it): None at once.
     """
     device = resolve_device(options.device)
-    arch = build_mod.gpu_arch(device)
+    plan = build_mod.plan_build(item.candidate.code, device, options.cache_dir, build_mod.gpu_arch(device))
+    if plan.language not in ("cuda", "cpp") or plan.cached or build_mod.needs_missing_device(plan.language, device):
+        return None
+    folder = item_dir(options.artifacts_dir, item) if options.artifacts_dir else options.cache_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with private_dir("hercules-prebuild-") as sandbox:
+        worker = Worker.start("candidate", folder / "prebuild.log", env=plan.env, cwd=sandbox)
+        try:
+            reply = worker.request("import", options.build_timeout_s, code=item.candidate.code,
+                                   path=str(sandbox / "candidate.py"), device=str(device))
+            error = None if reply.get("ok") else reply.get("error")
+        except (WorkerDied, WorkerTimeout) as exc:
+            error = str(exc)
+        finally:
+            worker.close()
+    # Wall time of the whole build (worker start, import, compile); kept for throughput reports.
+    record = {"seconds": time.perf_counter() - started, "error": error, "cache_key": plan.cache_key}
+    (folder / "prebuild.json").write_text(json.dumps(record))
+    return error
 
-    def one(item: BenchItem) -> str | None:
-        plan = build_mod.plan_build(item.candidate.code, device, options.cache_dir, arch)
-        if plan.language not in ("cuda", "cpp") or plan.cached or build_mod.needs_missing_device(plan.language, device):
-            return None
-        folder = item_dir(options.artifacts_dir, item) if options.artifacts_dir else options.cache_dir
-        started = time.perf_counter()
-        with private_dir("hercules-prebuild-") as sandbox:
-            worker = Worker.start("candidate", folder / "prebuild.log", env=plan.env, cwd=sandbox)
-            try:
-                reply = worker.request("import", options.build_timeout_s, code=item.candidate.code,
-                                       path=str(sandbox / "candidate.py"), device=str(device))
-                error = None if reply.get("ok") else reply.get("error")
-            except (WorkerDied, WorkerTimeout) as exc:
-                error = str(exc)
-            finally:
-                worker.close()
-        # Wall time of the whole build (worker start, import, compile); kept for throughput reports.
-        record = {"seconds": time.perf_counter() - started, "error": error, "cache_key": plan.cache_key}
-        (folder / "prebuild.json").write_text(json.dumps(record))
-        return error
 
+def prebuild(items: Sequence[BenchItem], options: EvalOptions, jobs: int,
+             on_done: Callable[[BenchItem, str | None], None] | None = None) -> None:
+    """Compile every candidate that builds native code, in parallel, into the content-keyed cache."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {}
-        for item in items:
-            if options.artifacts_dir:
-                item_dir(options.artifacts_dir, item).mkdir(parents=True, exist_ok=True)
-            futures[pool.submit(one, item)] = item
+        futures = {pool.submit(build_one, item, options): item for item in items}
         for future in as_completed(futures):
             if on_done:
                 on_done(futures[future], future.result())
 
 
 def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *, build_jobs: int | None = None,
-              eval_jobs: int | None = None, progress: Callable[[str, BenchItem, Verdict | None], None] | None = None,
-              ) -> list[BenchRow]:
+              eval_jobs: int | None = None, pipeline: bool = False,
+              progress: Callable[[str, BenchItem, Verdict | None], None] | None = None) -> list[BenchRow]:
+    """Evaluate every pending item; with ``pipeline`` an evaluation starts as soon as its own build
+    is done (builds share the host with measurements), otherwise all builds finish first."""
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(options.device)
     store = ResultStore(run_dir / "results.sqlite")
@@ -116,10 +122,8 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         else:
             pending.append(item)
 
-    cpus = os.cpu_count() or 1
-    prebuild(pending, replace(options, artifacts_dir=run_dir), build_jobs or cpus,
-             on_done=(lambda item, err: progress("built", item, None)) if progress else None)
-
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    build_options = replace(options, artifacts_dir=run_dir)
     # Measurements (timing, baselines, roofline) hold the device lock exclusively; correctness
     # trials share it, and a second evaluation may start its workers and load its build meanwhile.
     gpu_lock = DeviceLock()
@@ -131,13 +135,37 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         _record(store, run_id, item, verdict)
         return BenchRow(item, verdict, resumed=False)
 
+    def built(item: BenchItem) -> None:
+        if progress:
+            progress("built", item, None)
+
+    def finished(row: BenchRow) -> None:
+        rows.append(row)
+        if progress:
+            progress("evaluated", row.item, row.verdict)
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(one, item) for item in pending]
-        for future in as_completed(futures):
-            row = future.result()
-            rows.append(row)
-            if progress:
-                progress("evaluated", row.item, row.verdict)
+        if pipeline:
+            # Leave cores to the evaluations in flight: their workers issue the timed launches.
+            builders = build_jobs or max(1, cpus - 2 * jobs)
+            with ThreadPoolExecutor(max_workers=builders) as build_pool:
+                building = {build_pool.submit(build_one, item, build_options): item for item in pending}
+                evaluating: set[Future] = set()
+                while building or evaluating:
+                    done, _ = wait(set(building) | evaluating, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        if future in building:
+                            future.result()  # a failed build is the evaluation's to report, with its log
+                            item = building.pop(future)
+                            built(item)
+                            evaluating.add(pool.submit(one, item))
+                        else:
+                            evaluating.discard(future)
+                            finished(future.result())
+        else:
+            prebuild(pending, build_options, build_jobs or cpus, on_done=lambda item, _err: built(item))
+            for future in as_completed([pool.submit(one, item) for item in pending]):
+                finished(future.result())
     store.finish_run(run_id)
     store.close()
     order = {id(item): i for i, item in enumerate(items)}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Two lanes of gpu_session.sh at once on a two-GPU machine: each lane gets one GPU, half the CPU
+# cores (taskset) and its own cache, so neither lane's builds or measurements touch the other's.
+# Usage: bash benchmarks/gpu_pair.sh "STAGES FOR GPU 0" "STAGES FOR GPU 1" [SECONDS]
+# Env as for gpu_session.sh; LANE0_ENV / LANE1_ENV: extra "NAME=value ..." for one lane only.
+set -uo pipefail
+OUT=${OUT:-/tmp/hercules-out}
+LIMIT=${3:-570}
+cores=$(nproc)
+half=$((cores / 2))
+run_lane() {  # lane stages first_core last_core
+  mkdir -p "$OUT/lane$1"
+  env ${4:-} CUDA_VISIBLE_DEVICES=$1 OUT=$OUT/lane$1 HERCULES_LANE_CACHE=/tmp/hercules-cache-$1 \
+    timeout "$LIMIT" taskset -c "$3" bash benchmarks/gpu_session.sh "$2" > "$OUT/lane$1/session.log" 2>&1
+  echo "lane $1 ($2) exit $?" >> "$OUT/lane$1/session.log"
+}
+run_lane 0 "$1" "0-$((half - 1))" "${LANE0_ENV:-}" &
+run_lane 1 "$2" "$half-$((cores - 1))" "${LANE1_ENV:-}" &
+wait
+for lane in 0 1; do echo "##### lane $lane"; tail -60 "$OUT/lane$lane/session.log"; done
