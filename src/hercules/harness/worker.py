@@ -84,6 +84,8 @@ def use_device(name: str) -> torch.device:
     without this a worker given cuda:1 would time its kernels with events on cuda:0."""
     device = torch.device(name)
     if device.type == "cuda":
+        # Plain "cuda" means the current device; set_device wants an index.
+        device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
         torch.cuda.set_device(device)
     return device
 
