@@ -199,7 +199,11 @@ class ReferenceWorker:
                 results[name] = {"median_ms": result.median_ms, "iqr_ms": result.iqr_ms, "reps": result.reps}
             except Exception as exc:  # a baseline that cannot run is recorded as missing
                 results[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-            torch.compiler.reset()  # each baseline compiles from scratch, not from the previous one's state
+            if name.startswith("compile"):
+                # Each compiled baseline starts from scratch, not from the previous one's state. Only
+                # after one: on a GPU the reset imports Inductor's CUDA-graph trees (about 1 s to
+                # import on the 2-core CPU machine), needless when only eager was timed.
+                torch.compiler.reset()
         return {"baselines": results}
 
     def op_roofline(self, msg):
