@@ -102,7 +102,12 @@ def main() -> None:
     start = time.perf_counter()
     def progress(event, item, verdict):  # partial numbers survive a cut-off run
         status = verdict.status.value if verdict else ""
-        print(f"{time.perf_counter() - start:7.1f} s  {event:9s} {item.candidate.name} {status}", flush=True)
+        stages = ""
+        if verdict is not None and event == "evaluated":
+            stages = " ".join(f"{k}={v:.1f}" for k, v in verdict.phases.items() if v >= 0.05)
+            slow = sorted(verdict.requests.items(), key=lambda kv: -kv[1]["seconds"])[:4]
+            stages += " | " + " ".join(f"{k}={v['seconds']:.1f}({v['inside']:.1f})" for k, v in slow)
+        print(f"{time.perf_counter() - start:7.1f} s  {event:9s} {item.candidate.name} {status} {stages}", flush=True)
 
     rows = run_bench(items, run_dir, options, build_jobs=args.jobs, eval_jobs=args.eval_jobs,
                      pipeline=not args.no_pipeline, progress=progress)
@@ -126,6 +131,13 @@ def main() -> None:
     if stages:  # where an evaluation's time goes (lock_wait: queued behind another's measurements)
         print("per-evaluation stages, median s: " +
               ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in stages.items()))
+    requests: dict[str, list[float]] = {}
+    for row in rows:
+        for name, entry in row.verdict.requests.items():
+            requests.setdefault(name, []).append(entry["seconds"])
+    if requests:  # the same, per worker request (round trip, seconds)
+        medians = sorted(((statistics.median(v), k) for k, v in requests.items()), reverse=True)
+        print("per-evaluation requests, median s: " + ", ".join(f"{k} {m:.2f}" for m, k in medians))
 
 
 if __name__ == "__main__":

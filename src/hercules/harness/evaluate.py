@@ -169,6 +169,7 @@ class _Evaluation:
         self.check: CheckResult | None = None
         self.timing: TimingResult | None = None
         self.phases: dict[str, float] = {}
+        self.workers: dict[str, Worker] = {}
 
     @contextlib.contextmanager
     def _holding(self, section) -> Iterator[None]:
@@ -213,6 +214,7 @@ class _Evaluation:
                 with self._phase("start_workers"):
                     reference = Worker.start("reference", self.workdir / "reference.log")
                     candidate = Worker.start("candidate", self.workdir / "build.log", env=plan.env, cwd=sandbox)
+                self.workers = {"reference": reference, "candidate": candidate}
                 return self._run(reference, candidate, plan)
             except _Abort as abort:
                 if candidate is not None and self.build is None:
@@ -504,4 +506,6 @@ class _Evaluation:
             candidate=self.candidate.name, device=str(self.device), baselines_ms=baselines,
             build=self.build, check=self.check, timing=self.timing, sol=sol,
             phases={k: round(v, 3) for k, v in self.phases.items()},
+            requests={f"{role}.{op}": {"count": int(n), "seconds": round(total, 3), "inside": round(inside, 3)}
+                      for role, worker in self.workers.items() for op, (n, total, inside) in worker.ledger.items()},
         )

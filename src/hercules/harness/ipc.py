@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,9 @@ class Worker:
     process: subprocess.Popen
     conn: Connection
     log_path: Path
+    # op -> [requests, seconds from send to answer, seconds inside the worker's handler]: where an
+    # evaluation's time goes, down to the request (the rest of a round trip is transfer and wait).
+    ledger: dict[str, list[float]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> "Worker":
@@ -112,7 +115,8 @@ class Worker:
             self.conn.send_bytes(encode({"op": op, **fields}))
         except (BrokenPipeError, OSError) as exc:
             raise WorkerDied(describe_exit(self._wait_exit()), self.process.returncode) from exc
-        deadline = time.monotonic() + timeout
+        sent = time.monotonic()
+        deadline = sent + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -120,7 +124,12 @@ class Worker:
                 raise WorkerTimeout(f"no answer to '{op}' within {timeout:.0f} s")
             try:
                 if self.conn.poll(min(remaining, 1.0)):
-                    return decode(self.conn.recv_bytes())
+                    reply = decode(self.conn.recv_bytes())
+                    entry = self.ledger.setdefault(op, [0, 0.0, 0.0])
+                    entry[0] += 1
+                    entry[1] += time.monotonic() - sent
+                    entry[2] += float(reply.get("worker_seconds") or 0.0)
+                    return reply
             except (EOFError, OSError) as exc:
                 raise WorkerDied(describe_exit(self._wait_exit()), self.process.returncode) from exc
             if self.process.poll() is not None and not self.conn.poll(0):

@@ -133,6 +133,9 @@ class Verdict:
     # Wall seconds per stage of the evaluation (workers, setup, build, lock wait, trials, timing,
     # baselines, roofline, integrity): where an evaluation's time went.
     phases: dict[str, float] = field(default_factory=dict)
+    # Per worker request ("reference.baselines", "candidate.run", ...): count, seconds from send to
+    # answer, seconds inside the worker's handler. Finer than ``phases``, for cost analysis.
+    requests: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -185,4 +188,5 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         sol=data.get("sol"),
         seconds=float(data.get("seconds") or 0.0),
         phases=dict(data.get("phases") or {}),
+        requests=dict(data.get("requests") or {}),
     )
