@@ -55,6 +55,12 @@ def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
     assert verdict.timing.method == "perf_counter" and verdict.timing.reps >= 5
     assert (tmp_path / "artifacts" / "verdict.json").exists()
     assert "candidates may print" in (tmp_path / "artifacts" / "build.log").read_text()
+    # Where the time went: stages, and each worker request with its count and in-worker share.
+    assert {"trials", "timing", "baselines"} <= set(verdict.phases)
+    trial_runs = verdict.requests["candidate.run"]
+    assert trial_runs["count"] == options.trials
+    assert 0 < trial_runs["inside"] <= trial_runs["seconds"]
+    assert verdict.requests["reference.baselines"]["count"] == 1
 
 
 def test_wrong_values_are_incorrect(problem, options):
