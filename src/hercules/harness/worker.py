@@ -87,6 +87,10 @@ def use_device(name: str) -> torch.device:
         # Plain "cuda" means the current device; set_device wants an index.
         device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
         torch.cuda.set_device(device)
+        # Host-side work here is input generation and copies. Several evaluations in flight, each
+        # with two workers whose thread pools default to every core, oversubscribe the host (and
+        # the compilers sharing it); the GPU does the timed work, so a few threads are enough.
+        torch.set_num_threads(int(os.environ.get("HERCULES_WORKER_THREADS", "2")))
     return device
 
 
