@@ -9,7 +9,6 @@ exists, so a killed run loses at most the evaluations in flight. Every verdict a
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -122,7 +121,7 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         else:
             pending.append(item)
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = build_mod.usable_cpus()
     build_options = replace(options, artifacts_dir=run_dir)
     # Measurements (timing, baselines, roofline) hold the device lock exclusively; correctness
     # trials share it, and a second evaluation may start its workers and load its build meanwhile.

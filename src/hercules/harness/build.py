@@ -47,6 +47,13 @@ def gpu_arch(device: torch.device) -> str:
     return f"{major}.{minor}"
 
 
+def usable_cpus() -> int:
+    """Cores this process may run on (its affinity, e.g. under taskset), not the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def software_versions() -> dict[str, str]:
     versions = {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
     try:

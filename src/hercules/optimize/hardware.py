@@ -92,5 +92,6 @@ def hardware_facts(device_name: str, cache_dir: Path, measure: bool = True) -> H
                               capability=f"{props.major}.{props.minor}", **measured)
         torch.cuda.empty_cache()  # the parent keeps no measuring buffers beside the evaluations
         return facts
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return HardwareFacts(device="cpu", name=_cpu_name(), cpu_cores=cores, **measured)
+    from hercules.harness.build import usable_cpus
+
+    return HardwareFacts(device="cpu", name=_cpu_name(), cpu_cores=usable_cpus(), **measured)
