@@ -106,7 +106,8 @@ def main() -> None:
         if verdict is not None and event == "evaluated":
             stages = " ".join(f"{k}={v:.1f}" for k, v in verdict.phases.items() if v >= 0.05)
             slow = sorted(verdict.requests.items(), key=lambda kv: -kv[1]["seconds"])[:4]
-            stages += " | " + " ".join(f"{k}={v['seconds']:.1f}({v['inside']:.1f})" for k, v in slow)
+            if slow:
+                stages += " | " + " ".join(f"{k}={v['seconds']:.1f}({v['inside']:.1f})" for k, v in slow)
         print(f"{time.perf_counter() - start:7.1f} s  {event:9s} {item.candidate.name} {status} {stages}", flush=True)
 
     rows = run_bench(items, run_dir, options, build_jobs=args.jobs, eval_jobs=args.eval_jobs,
@@ -124,21 +125,24 @@ def main() -> None:
     if builds:
         print(f"per-candidate build (parallel, wall per build): median {statistics.median(builds):.1f} s, "
               f"min {min(builds):.1f} s, max {max(builds):.1f} s")
-    stages: dict[str, list[float]] = {}
-    for row in rows:
-        for stage, seconds in row.verdict.phases.items():
-            stages.setdefault(stage, []).append(seconds)
-    if stages:  # where an evaluation's time goes (lock_wait: queued behind another's measurements)
-        print("per-evaluation stages, median s: " +
-              ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in stages.items()))
-    requests: dict[str, list[float]] = {}
-    for row in rows:
-        for name, entry in row.verdict.requests.items():
-            requests.setdefault(name, []).append(entry["seconds"])
-    if requests:  # the same, per worker request (round trip, seconds)
-        medians = sorted(((statistics.median(v), k) for k, v in requests.items()), reverse=True)
-        print("per-evaluation requests, median s: " + ", ".join(f"{k} {m:.2f}" for m, k in medians))
+    # Where an evaluation's time goes (lock_wait: queued behind another's measurements), by stage
+    # and by worker request (round trip).
+    stages = median_by_key([row.verdict.phases for row in rows])
+    if stages:
+        print("per-evaluation stages, median s: " + ", ".join(f"{k} {m:.2f}" for k, m in stages.items()))
+    requests = median_by_key([{k: v["seconds"] for k, v in row.verdict.requests.items()} for row in rows])
+    if requests:
+        slowest = sorted(requests.items(), key=lambda kv: -kv[1])
+        print("per-evaluation requests, median s: " + ", ".join(f"{k} {m:.2f}" for k, m in slowest))
 
+
+def median_by_key(records: list[dict[str, float]]) -> dict[str, float]:
+    """Median of each key over the records that have it, keys in first-seen order."""
+    values: dict[str, list[float]] = {}
+    for record in records:
+        for key, value in record.items():
+            values.setdefault(key, []).append(value)
+    return {key: statistics.median(v) for key, v in values.items()}
 
 if __name__ == "__main__":
     main()
