@@ -52,6 +52,8 @@ def test_batch_answers_in_order(server, problem_code):
     ({"problem": "class Model: pass\n"}, "missing get_inputs"),
     ({"problem": "mish_fp32"}, "give 'candidate'"),
     ({"problem": "mish_fp32", "candidate": "x", "options": {"device": "cuda"}}, "not settable"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"baselines": "eager"}}, "must be a list of names"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"baselines": ["eagre"]}}, "unknown baselines eagre"),
     ({"problem": "mish_fp32", "candidate": "x", "reward": {"transform": "cube"}}, "transform must be"),
 ])
 def test_bad_requests_get_a_one_line_400(server, payload, message):

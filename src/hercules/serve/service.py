@@ -24,7 +24,8 @@ from hercules.executor import (
     Tracked,
     infrastructure_failure,
 )
-from hercules.harness.evaluate import EvalOptions
+from hercules.harness.baselines import BASELINES
+from hercules.harness.evaluate import EvalOptions, device_key, resolve_device
 from hercules.harness.records import Verdict
 from hercules.problems.model import Candidate, Problem
 from hercules.reward import Reward, RewardConfig, RunningNormalizer, compute_reward
@@ -32,9 +33,20 @@ from hercules.serve.cache import VerdictCache, submission_key
 from hercules.serve.metrics import Metrics
 from hercules.serve.problems import BadRequest, resolve_problem
 
+
+def _baseline_names(value: Any) -> tuple[str, ...]:
+    """A list of known baseline names (a bare string would become a tuple of its letters)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError("baselines must be a list of names")
+    unknown = sorted(set(value) - set(BASELINES))
+    if unknown:
+        raise ValueError(f"unknown baselines {', '.join(unknown)} (known: {', '.join(BASELINES)})")
+    return tuple(value)
+
+
 # Evaluation options a request may set; the device, folders and timeouts stay the server's.
 REQUEST_OPTIONS = {"trials": int, "timing_budget_s": float, "warmup_s": float, "revalidation_sets": int,
-                   "baselines": tuple}
+                   "baselines": _baseline_names}
 
 
 def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: int = 5,
@@ -48,11 +60,9 @@ def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: in
 
 
 def evaluation_scope(executor: EvalExecutor) -> str:
-    """The devices and software verdicts come from (part of every cache key)."""
-    import torch
-
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
-    return f"{','.join(sorted(set(executor.devices)))}|{gpu}|torch {torch.__version__}"
+    """The devices and software verdicts come from (part of every cache key): the executor's
+    devices and the core's own device key (GPU name, torch and Triton versions)."""
+    return f"{','.join(sorted(set(executor.devices)))}|{device_key(resolve_device('auto'))}"
 
 
 class QueueFull(RuntimeError):
