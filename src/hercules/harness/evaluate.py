@@ -249,10 +249,18 @@ class _Evaluation:
         self.build = BuildResult(ok=True, seconds=float(built["seconds"]), cache_key=plan.cache_key,
                                  cache_hit=was_cached, language=plan.language, log=candidate.log_tail(2000))
 
-        # Correctness trials time nothing: other evaluations' trials may share the device, only a
-        # measurement in progress may not. Timing, baselines and the roofline have it to themselves.
-        with self._holding(shared_section(self.gpu_lock)), self._phase("trials"):
-            comparison, ref_err = self._trials(reference, candidate)
+        # Work that times nothing shares the device with other evaluations' untimed work; only a
+        # measurement in progress may not. Timing and baselines (and the ceilings, when first
+        # measured) have it to themselves.
+        roof: dict[str, int] = {}
+        with self._holding(shared_section(self.gpu_lock)):
+            with self._phase("trials"):
+                comparison, ref_err = self._trials(reference, candidate)
+            if comparison.ok and opts.time_candidate:
+                with self._phase("revalidation_sets"):
+                    self._prepare_revalidation(reference)
+                with self._phase("roofline"):
+                    roof = self._roofline(reference)
         correct = comparison.ok
         self.check = CheckResult(correct=correct, trials=opts.trials, max_abs_err=comparison.max_abs_err,
                                  rel_err=comparison.rel_err, ref_rel_err=ref_err,
@@ -273,8 +281,10 @@ class _Evaluation:
                     with self._phase("baselines"):
                         baselines = self._baselines(reference)
                     # Inside the lock too: measuring the device's ceilings saturates it for a second.
-                    with self._phase("roofline"):
-                        sol = self._sol(reference) if self.timing else None
+                    with self._phase("ceilings"):
+                        ceilings = self._ceilings(reference)
+                    sol = sol_figures(roof["flops"], roof["min_bytes"], self.problem.dtype_name, ceilings,
+                                      self.timing.median_ms)
         with self._phase("integrity"):
             self._integrity(candidate)
 
@@ -292,8 +302,10 @@ class _Evaluation:
         total = Comparison()
         ref_errs: list[float] = []
         self.specs = None
+        self.trial_seeds: list[int] = []
         for trial in range(opts.trials):
             seed = secrets.randbits(63)
+            self.trial_seeds.append(seed)
             inputs = _answer(reference, "inputs", opts.run_timeout_s, Status.RUNTIME_ERROR, "input factory",
                              seed=seed)["inputs"]
             reference_first = trial % 2 == 0 or self.specs is None
@@ -364,12 +376,7 @@ class _Evaluation:
         """Fresh values written into the buffers used while timing: a result cached by address or
         shape now returns stale outputs."""
         opts = self.options
-        sets = []
-        for _ in range(opts.revalidation_sets):
-            seed = secrets.randbits(63)
-            inputs = _answer(reference, "inputs", opts.run_timeout_s, Status.RUNTIME_ERROR, "input factory",
-                             seed=seed)["inputs"]
-            sets.append((inputs, self._reference(reference, seed)))
+        sets = self.revalidation_sets
         again = _answer(candidate, "revalidate", opts.run_timeout_s, Status.RUNTIME_ERROR, "revalidation",
                         inputs=[s[0] for s in sets], specs=self.specs)
         for (_inputs, ref), outputs, types in zip(sets, again["outputs"], again["types"], strict=False):
@@ -394,6 +401,17 @@ class _Evaluation:
                 self.notes.append(f"{min(fresh):.4f} ms per call on fresh values against {baseline:.4f} ms on "
                                   "values already seen (a cache keyed by content?)")
         return True
+
+    def _prepare_revalidation(self, reference: Worker) -> None:
+        """Fresh inputs and their reference outputs for revalidation. Made before the measurements
+        (they time nothing); the candidate sees them only when asked to revalidate."""
+        opts = self.options
+        self.revalidation_sets = []
+        for _ in range(opts.revalidation_sets):
+            seed = secrets.randbits(63)
+            inputs = _answer(reference, "inputs", opts.run_timeout_s, Status.RUNTIME_ERROR, "input factory",
+                             seed=seed)["inputs"]
+            self.revalidation_sets.append((inputs, self._reference(reference, seed)))
 
     def _parent_wall_ms(self, candidate: Worker, calls: int) -> tuple[float, float]:
         """(wall, enqueue) per call: wall on this process's clock, enqueue as the worker saw it."""
@@ -436,12 +454,10 @@ class _Evaluation:
         # baselines are cached, since their compilation takes far longer than their timing.
         missing = [n for n in names if n not in cached or n == "eager"]
         if missing:
-            seeds = [secrets.randbits(63) for _ in range(self.options.trials)]
-            for seed in seeds:
-                _answer(reference, "inputs", self.options.run_timeout_s, Status.RUNTIME_ERROR, "input factory",
-                        seed=seed, send=False)
+            # Over the trials' input sets, which the reference worker still holds: the candidate is
+            # timed over the same sets, so both sides of every ratio see the same data.
             reply = _answer(reference, "baselines", max(self.options.run_timeout_s, 900.0), Status.RUNTIME_ERROR,
-                            "baselines", names=missing, seeds=seeds, budget_s=self.options.timing_budget_s,
+                            "baselines", names=missing, seeds=self.trial_seeds, budget_s=self.options.timing_budget_s,
                             warmup_s=self.options.warmup_s)
             for name, result in reply["baselines"].items():
                 cached[name] = result.get("median_ms")
@@ -450,20 +466,22 @@ class _Evaluation:
             self.cache.put("baselines", key, cached)
         return {n: cached.get(n) for n in names}
 
-    def _sol(self, reference: Worker) -> dict[str, Any] | None:
+    def _roofline(self, reference: Worker) -> dict[str, int]:
+        """FLOPs and the fewest bytes one forward must move (on a trial's inputs; times nothing)."""
+        roof = _answer(reference, "roofline", self.options.run_timeout_s, Status.RUNTIME_ERROR, "roofline",
+                       seed=self.trial_seeds[0])
+        return {"flops": int(roof["flops"]),
+                "min_bytes": int(roof["input_bytes"]) + int(roof["output_bytes"]) + self.param_bytes}
+
+    def _ceilings(self, reference: Worker) -> dict[str, Any]:
+        """The device's copy bandwidth and matmul rates: cached per device, measured once."""
         key = f"{device_key(self.device)}-v{CACHE_FORMAT}"
         ceilings = self.cache.get("devices", key)
         if ceilings is None:
             ceilings = _answer(reference, "ceilings", 600.0, Status.RUNTIME_ERROR, "device ceilings",
                                device=str(self.device))["ceilings"]
             self.cache.put("devices", key, ceilings)
-        seed = secrets.randbits(63)
-        _answer(reference, "inputs", self.options.run_timeout_s, Status.RUNTIME_ERROR, "input factory", seed=seed,
-                send=False)
-        roof = _answer(reference, "roofline", self.options.run_timeout_s, Status.RUNTIME_ERROR, "roofline", seed=seed)
-        min_bytes = int(roof["input_bytes"]) + int(roof["output_bytes"]) + self.param_bytes
-        return sol_figures(int(roof["flops"]), min_bytes, self.problem.dtype_name, ceilings,
-                           self.timing.median_ms if self.timing else None)
+        return ceilings
 
     def _integrity(self, candidate: Worker) -> None:
         try:

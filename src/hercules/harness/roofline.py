@@ -13,13 +13,13 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 
-def count_flops(model: Any, values: list[Any]) -> int:
+def count_flops(model: Any, values: list[Any]) -> tuple[int, Any]:
     """Matrix-product, convolution and attention FLOPs of one forward (elementwise work is not
-    counted: such problems are judged on bytes, which dominate them)."""
+    counted: such problems are judged on bytes, which dominate them), and that forward's output."""
     counter = FlopCounterMode(display=False)
     with counter:
-        model(*values)
-    return int(counter.get_total_flops())
+        out = model(*values)
+    return int(counter.get_total_flops()), out
 
 
 def _best_ms(fn, device: torch.device) -> float:

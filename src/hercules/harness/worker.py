@@ -159,9 +159,8 @@ class ReferenceWorker:
         torch.manual_seed(msg["seed"])
         values = list(self.module.get_inputs())
         values = [v.cpu() if isinstance(v, torch.Tensor) else v for v in values]
-        self.inputs[msg["seed"]] = values
-        # send=False: the parent only needs the set kept here (baselines, roofline), not a copy.
-        return {"inputs": values if msg.get("send", True) else None}
+        self.inputs[msg["seed"]] = values  # kept: baselines and the roofline run on the trials' sets
+        return {"inputs": values}
 
     def op_reference(self, msg):
         values = to_device(self.inputs[msg["seed"]], self.device)
@@ -215,8 +214,8 @@ class ReferenceWorker:
 
         values = to_device(self.inputs[msg["seed"]], self.device)
         with torch.no_grad():
-            flops = count_flops(self.model, values)
-            outs = flatten_outputs(self.model(*values))
+            flops, out = count_flops(self.model, values)
+        outs = flatten_outputs(out)
         in_bytes = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
         out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
         return {"flops": flops, "input_bytes": in_bytes, "output_bytes": out_bytes}
