@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -117,9 +118,21 @@ class _Cache:
     def put(self, kind: str, key: str, value: Any) -> None:
         path = self.root / kind / f"{key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers may race
         tmp.write_text(json.dumps(value, indent=1))
         tmp.replace(path)
+
+
+def cached_ceilings(cache_dir: Path, device: torch.device, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The device's copy bandwidth and matmul rates: read from the cache, else ``measure()`` once
+    and kept (the evaluations and the optimiser's hardware facts share this entry)."""
+    cache = _Cache(Path(cache_dir))
+    key = f"{device_key(device)}-v{CACHE_FORMAT}"
+    ceilings = cache.get("devices", key)
+    if ceilings is None:
+        ceilings = measure()
+        cache.put("devices", key, ceilings)
+    return ceilings
 
 
 def device_key(device: torch.device) -> str:
@@ -474,14 +487,9 @@ class _Evaluation:
                 "min_bytes": int(roof["input_bytes"]) + int(roof["output_bytes"]) + self.param_bytes}
 
     def _ceilings(self, reference: Worker) -> dict[str, Any]:
-        """The device's copy bandwidth and matmul rates: cached per device, measured once."""
-        key = f"{device_key(self.device)}-v{CACHE_FORMAT}"
-        ceilings = self.cache.get("devices", key)
-        if ceilings is None:
-            ceilings = _answer(reference, "ceilings", 600.0, Status.RUNTIME_ERROR, "device ceilings",
-                               device=str(self.device))["ceilings"]
-            self.cache.put("devices", key, ceilings)
-        return ceilings
+        """The device's ceilings, measured in the reference worker the first time."""
+        return cached_ceilings(self.options.cache_dir, self.device, lambda: _answer(
+            reference, "ceilings", 600.0, Status.RUNTIME_ERROR, "device ceilings", device=str(self.device))["ceilings"])
 
     def _integrity(self, candidate: Worker) -> None:
         try:

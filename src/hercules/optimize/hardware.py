@@ -8,8 +8,6 @@ numbers are never used: the model is told what this machine actually did.
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,23 +52,13 @@ def _cpu_name() -> str:
 
 
 def _ceilings(device: Any, cache_dir: Path) -> dict[str, Any] | None:
-    from hercules.harness.evaluate import CACHE_FORMAT, device_key
+    from hercules.harness.evaluate import cached_ceilings
     from hercules.harness.roofline import measure_ceilings
 
-    path = Path(cache_dir) / "devices" / f"{device_key(device)}-v{CACHE_FORMAT}.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
-    try:
-        ceilings = measure_ceilings(device)
+        return cached_ceilings(cache_dir, device, lambda: measure_ceilings(device))
     except (RuntimeError, OSError):  # a busy or odd device: the prompt goes without measured figures
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(ceilings, indent=1))
-    tmp.replace(path)
-    return ceilings
 
 
 def hardware_facts(device_name: str, cache_dir: Path, measure: bool = True) -> HardwareFacts:
