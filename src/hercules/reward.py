@@ -98,11 +98,6 @@ class RunningNormalizer:
             return {"count": self.count, "mean": self.mean, "std": std}
 
 
-def speedup_of(verdict: Verdict, baseline: str) -> float | None:
-    value = getattr(verdict.speedup, baseline, None)
-    return float(value) if value and value > 0 and math.isfinite(value) else None
-
-
 def compute_reward(verdict: Verdict | None, config: RewardConfig | None = None,
                    normalizer: RunningNormalizer | None = None) -> Reward:
     """The reward of one verdict (None: no code could be extracted from the completion)."""
@@ -115,7 +110,7 @@ def compute_reward(verdict: Verdict | None, config: RewardConfig | None = None,
         return Reward(config.flagged_penalty, None, False, "flagged: " + ", ".join(verdict.flags))
     if verdict.status is not Status.OK:
         return Reward(config.incorrect_penalty, None, False, verdict.status.value)
-    speedup = speedup_of(verdict, config.baseline)
+    speedup = verdict.speedup.usable(config.baseline)
     note = "" if speedup else f"no {config.baseline} time: scored as 1x"
     x = math.log(speedup or 1.0) if config.transform == "log" else (speedup or 1.0)
     if config.normalize and normalizer is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,16 @@ class Speedups:
     compile_reduce_overhead: float | None = None
     cudagraph: float | None = None
     best: float | None = None
+
+    def usable(self, baseline: str) -> float | None:
+        """The speedup against ``baseline`` (a field name) when it is finite and positive, else None."""
+        if baseline not in _SPEEDUP_FIELDS:
+            raise ValueError(f"unknown baseline {baseline!r} (one of {', '.join(_SPEEDUP_FIELDS)})")
+        value = getattr(self, baseline)
+        return float(value) if value is not None and math.isfinite(value) and value > 0 else None
+
+
+_SPEEDUP_FIELDS = tuple(f.name for f in dataclasses.fields(Speedups))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -64,8 +63,7 @@ class Variant:
             return 1.0 if objective == "eager" else None
         if self.verdict is None:
             return None
-        value = getattr(self.verdict.speedup, objective)
-        return float(value) if value is not None and math.isfinite(value) and value > 0 else None
+        return self.verdict.speedup.usable(objective)
 
     @property
     def flags(self) -> tuple[str, ...]:

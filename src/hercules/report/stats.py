@@ -102,13 +102,7 @@ def speedup_of(verdict: Verdict, against: Against = "eager") -> float | None:
     """The verdict's speedup against ``eager`` or the ``best`` baseline, if finite and positive."""
     if against not in ("eager", "best"):
         raise ValueError(f"against must be 'eager' or 'best', not {against!r}")
-    value = verdict.speedup.eager if against == "eager" else verdict.speedup.best
-    if value is None:
-        return None
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        return None
-    return value
+    return verdict.speedup.usable(against)
 
 
 def ok_speedups(rows: Iterable[Row], against: Against = "eager") -> list[float]:
