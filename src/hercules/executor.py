@@ -30,7 +30,7 @@ import torch
 
 from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate
-from hercules.harness.ipc import describe_exit
+from hercules.harness.ipc import describe_exit, package_pythonpath
 from hercules.harness.records import Status, Verdict
 from hercules.problems.model import Candidate, Problem
 
@@ -337,9 +337,7 @@ class RayExecutor(EvalExecutor):
 
 def _package_env() -> dict[str, str]:
     """Ray workers must import this very package, wherever the driver found it."""
-    root = str(Path(__file__).resolve().parents[1])
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path}
+    return {"PYTHONPATH": package_pythonpath(os.environ.get("PYTHONPATH", ""))}
 
 
 def make_executor(*, ray_address: str | None = None, device: str = "auto", workers: int | None = None,

@@ -71,6 +71,13 @@ def describe_exit(returncode: int | None) -> str:
     return f"worker exited with status {returncode}"
 
 
+def package_pythonpath(existing: str = "") -> str:
+    """A PYTHONPATH under which a child process imports this very package, wherever this process
+    found it (an editable install, a source checkout, a copy on a remote machine)."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join(p for p in (package_root, existing) if p)
+
+
 @dataclass
 class Worker:
     """A child Python process running ``hercules.harness.worker`` with one duplex pipe."""
@@ -89,11 +96,7 @@ class Worker:
         log = open(log_path, "ab")
         full_env = dict(os.environ)
         full_env.update(env or {})
-        # The worker must import this very package, wherever the parent found it.
-        package_root = str(Path(__file__).resolve().parents[2])
-        full_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, full_env.get("PYTHONPATH", "")) if p
-        )
+        full_env["PYTHONPATH"] = package_pythonpath(full_env.get("PYTHONPATH", ""))
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         process = subprocess.Popen(
             [sys.executable, "-m", "hercules.harness.worker", role, str(child_end.fileno())],
