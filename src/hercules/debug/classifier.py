@@ -87,11 +87,7 @@ def classify_build(text: str, timed_out: bool = False) -> Classification:
         return Classification(TIMEOUT, "build", "build timed out")
     header = _MISSING_HEADER.search(text)
     compiler = _COMPILER_ERROR.search(text)
-    if compiler and not (header and compiler.group(0).strip() == _first(_MISSING_HEADER, text)):
-        line = compiler.group(0).strip()[:400]
-        if not header:
-            return Classification(BUILD, _subtype_of_compile_error(line), line)
-    if header:
+    if header:  # named before other compiler errors, which usually follow from the missing file
         name = header.group("h").strip()
         base = name.rsplit("/", 1)[-1]
         return Classification(BUILD, "missing_header", _first(_MISSING_HEADER, text) or name,
@@ -99,7 +95,7 @@ def classify_build(text: str, timed_out: bool = False) -> Classification:
     if compiler:
         line = compiler.group(0).strip()[:400]
         return Classification(BUILD, _subtype_of_compile_error(line), line)
-    if (lib := _first(_LIB_MISSING, text)) and not _first(re.compile(r"undefined reference"), text):
+    if (lib := _first(_LIB_MISSING, text)) and "undefined reference" not in text:
         return Classification(ENV, "library_missing", lib)
     if link := _first(_LINK, text):
         return Classification(BUILD, "link", link)
@@ -143,8 +139,7 @@ def classify_verdict(status: str, error: str, build_log: str = "") -> Classifica
     """The evaluation core's verdict (KernelBench-style instances)."""
     text = f"{error or ''}\n{build_log or ''}"
     if status == "build_error":
-        found = classify_build(text)
-        return found if found.category in (BUILD, ENV, TIMEOUT) else Classification(BUILD, "other", error[:400])
+        return classify_build(text)  # BUILD or ENV: a build timeout is the core's "timeout" status
     if status == "incorrect":
         return Classification(WRONG, "", (error or "outputs differ from the reference")[:400])
     if status == "suspicious":
@@ -157,8 +152,8 @@ def classify_verdict(status: str, error: str, build_log: str = "") -> Classifica
             return run
         if status == "crash":
             return Classification(CRASH, "worker", (error or "worker died")[:400])
-        if _first(_PY_ERROR, text) and re.search(r"CUDA|cuda", text) is None:
-            return Classification(CRASH, "python", _first(_PY_ERROR, text) or "")
+        if (python_error := _first(_PY_ERROR, text)) and re.search(r"CUDA|cuda", text) is None:
+            return Classification(CRASH, "python", python_error)
         return Classification(CRASH, "runtime", (error or "runtime error")[:400])
     if status == "skipped":
         return Classification(UNTESTED, "no_device", (error or "skipped")[:400])
