@@ -11,7 +11,6 @@ Without a GPU nothing native runs: a clean build is ``untested``, never a pass.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 import sys
@@ -26,6 +25,7 @@ from hercules.debug.gate import GateResult, parse_task_timing
 from hercules.debug.toolchain import Toolchain, adapt_command
 from hercules.debug.workspace import CommandResult, prepare, run_command, skipped
 from hercules.harness.device_lock import DeviceLock
+from hercules.problems.model import code_hash
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,6 @@ class Outcome:
         from hercules.harness.records import to_jsonable
 
         return to_jsonable(self)
-
-
-def code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 def _failed_test_output(test: CommandResult) -> bool:
@@ -137,7 +133,7 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
                        False, None, "none", notes=("rejected by the static scan before building",))
     problem_code = (ws / "problem.py").read_text(encoding="utf-8")
     problem = Problem(name=inst.task_id, code=problem_code, source=str(inst.testbench / "problem.py"))
-    candidate = Candidate(name=f"{inst.task_id}:{code_hash(code)}", code=code, source=inst.solution_file,
+    candidate = Candidate(name=f"{inst.task_id}:{h}", code=code, source=inst.solution_file,
                           problem=inst.task_id)
     device = "cpu" if not tc.gpu_present else "cuda"
     options = EvalOptions(device=device, baselines=("eager",), timing_budget_s=opts.timing_budget_s,

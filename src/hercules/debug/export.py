@@ -7,12 +7,12 @@ The instance is KernelBench-style: ``testbench/problem.py`` is the problem, the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
 from hercules.debug.corpus import load_instance
+from hercules.problems.model import code_hash
 
 BUILD_COMMAND = "python -m py_compile solution.py"
 TEST_COMMAND = "hercules eval --problem problem.py --candidate solution.py --json"
@@ -51,7 +51,7 @@ def export_failing_candidate(corpus_dir: Path, *, problem_name: str, problem_cod
                              family: str = "hercules") -> Path:
     """Write one instance folder under ``corpus_dir`` and return it (idempotent per candidate)."""
     category = category_for(status, error)
-    digest = hashlib.sha256(candidate_code.encode()).hexdigest()
+    digest = code_hash(candidate_code)
     task_base = f"{_slug(family)}_{_slug(problem_name)}"
     task_id = f"{task_base}__{category}__{digest[:8]}"
     folder = Path(corpus_dir) / task_id

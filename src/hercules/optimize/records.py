@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hercules.harness.records import Status, Verdict
+from hercules.problems.model import code_hash
 
 Objective = Literal["eager", "best"]
 
@@ -14,10 +14,6 @@ Objective = Literal["eager", "best"]
 # evaluated: it is the 1.0x baseline by definition) and a completion without usable code.
 REFERENCE = "reference"
 NO_CODE = "no_code"
-
-
-def code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,11 @@ class ProblemFormatError(ValueError):
     """The source cannot be used as a problem (missing ``Model`` or an input factory)."""
 
 
+def code_hash(code: str) -> str:
+    """The short content hash that names a source (problems, candidates, variants, attempts)."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Problem:
     name: str
@@ -40,7 +45,7 @@ class Problem:
 
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+        return code_hash(self.code)
 
     @property
     def dtype_name(self) -> str:
@@ -57,7 +62,7 @@ class Candidate:
 
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+        return code_hash(self.code)
 
 
 def top_level_names(tree: ast.Module) -> set[str]:
