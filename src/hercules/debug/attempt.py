@@ -159,11 +159,9 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
         return Outcome("kernelbench", h, build, None, data, found, False, None, "none", notes=(note,))
     found = cls.classify_verdict(status, verdict.error or "", build_log)
     correct = status == "ok"
-    speedup_eager = verdict.speedup.eager
     # KernelBench references are the PyTorch problem itself: eager, timed beside the candidate.
-    ref_ms = verdict.cand_ms * speedup_eager if (verdict.cand_ms and speedup_eager) else verdict.ref_ms
     return Outcome("kernelbench", h, None, None, data, found, correct, verdict.cand_ms if correct else None,
-                   "core:eager", ref_ms=ref_ms if correct else None)
+                   "core:eager", ref_ms=verdict.ref_ms if correct else None)
 
 
 def run_defpy(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
