@@ -30,6 +30,8 @@ from typing import Any, Callable
 
 import torch
 
+from hercules.fileio import write_text_atomic
+
 from . import advisor as adv_mod
 from .constraints import DeviceInfo, check as constraint_check
 from .regions import Region
@@ -188,11 +190,7 @@ class DecisionCache:
 
     def put(self, key: str, plan: Plan) -> None:
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.path(key).with_suffix(f".tmp{os.getpid()}")
-            with open(tmp, "w") as f:
-                json.dump(plan.to_json(), f, indent=1)
-            os.replace(tmp, self.path(key))
+            write_text_atomic(self.path(key), json.dumps(plan.to_json(), indent=1))
         except OSError as e:  # a read-only cache dir costs speed, never correctness
             log.warning("decision cache not written: %s", e)
 

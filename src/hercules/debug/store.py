@@ -13,12 +13,13 @@ so a crash loses at most the rounds in flight.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
+
+from hercules.fileio import write_text_atomic
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (
@@ -34,10 +35,7 @@ def slug(text: str) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
 
 
 class DebugStore:

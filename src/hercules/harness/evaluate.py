@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import secrets
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 import torch
 
+from hercules.fileio import write_text_atomic
 from hercules.harness import build as build_mod
 from hercules.harness.baselines import available_baselines
 from hercules.harness.checks import (
@@ -116,11 +116,7 @@ class _Cache:
             return None
 
     def put(self, kind: str, key: str, value: Any) -> None:
-        path = self.root / kind / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers may race
-        tmp.write_text(json.dumps(value, indent=1))
-        tmp.replace(path)
+        write_text_atomic(self.root / kind / f"{key}.json", json.dumps(value, indent=1))  # writers may race
 
 
 def cached_ceilings(cache_dir: Path, device: torch.device, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:

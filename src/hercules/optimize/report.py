@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hercules.fileio import write_text_atomic
 from hercules.optimize.loop import ProblemState
 from hercules.optimize.records import REFERENCE, ProblemResult
 from hercules.report import formatting as fmt
@@ -101,7 +102,5 @@ def write_reports(run_dir: Path, states: Mapping[str, ProblemState], meta: Mappi
                meta={**meta, **{f"best {k}": v for k, v in best.items()}})
     summary = {"run_dir": str(run_dir), "problems": [r.to_json() for r in results],
                "report_md": str(run_dir / "report.md"), "report_html": str(run_dir / "report.html"), **dict(meta)}
-    tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=str))
-    tmp.replace(run_dir / "summary.json")
+    write_text_atomic(run_dir / "summary.json", json.dumps(summary, indent=1, default=str))
     return summary

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hercules.fileio import write_text_atomic
 from hercules.harness.batch import slug
 from hercules.harness.records import to_jsonable, verdict_from_json
 from hercules.optimize.records import Completion, Prompt, Slot, Variant
@@ -54,10 +55,7 @@ def _now() -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_text_atomic(path, text)
 
 
 class RunStore:

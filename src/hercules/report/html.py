@@ -22,6 +22,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
+from hercules.fileio import write_text_atomic
 from hercules.harness.records import Status
 from hercules.report import formatting as fmt
 from hercules.report.stats import Row, Summary, ok_speedups, sort_rows
@@ -204,10 +205,4 @@ def write_html(
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the report to ``path`` (parent folders created) and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render_html(summary, rows, title, meta)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)  # never leave a half-written report behind
-    return path
+    return write_text_atomic(path, render_html(summary, rows, title, meta))  # never half a report
