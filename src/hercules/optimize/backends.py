@@ -106,9 +106,6 @@ class ReplayBackend:
         self.samples_per_round = samples_per_round
         self.label = label
 
-    def count(self, problem: str) -> int:
-        return len(self.programs.get(problem, ()))
-
     async def complete(self, slot: Slot, prompt: Prompt) -> Completion | None:
         # Slots are numbered the same on a resumed run, so slot -> program is stable across kills.
         recorded = self.programs.get(slot.problem, [])

@@ -61,13 +61,13 @@ def _ceilings(device: Any, cache_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def hardware_facts(device_name: str, cache_dir: Path, measure: bool = True) -> HardwareFacts:
+def hardware_facts(device_name: str, cache_dir: Path) -> HardwareFacts:
     import torch
 
     from hercules.harness.evaluate import resolve_device
 
     device = resolve_device(device_name)
-    ceilings = _ceilings(device, cache_dir) if measure else None
+    ceilings = _ceilings(device, cache_dir)
     measured: dict[str, Any] = {}
     if ceilings:
         measured["bandwidth_gbs"] = ceilings.get("bandwidth_bytes_per_s", 0) / 1e9 or None

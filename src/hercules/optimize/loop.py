@@ -30,7 +30,7 @@ from hercules.optimize.records import NO_CODE, Completion, Objective, Slot, Vari
 from hercules.optimize.sampling import sample_exemplars
 from hercules.optimize.storage import RunStore
 from hercules.optimize.tags import technique_tags
-from hercules.problems.model import Candidate, Problem
+from hercules.problems.model import Candidate, Problem, code_hash
 
 # (event, slot, variant or None): "variant" when a slot is done, "round" when a round is, "lost"
 # when a slot is left for a resumed run (its model call or its evaluation's infrastructure failed).
@@ -158,7 +158,7 @@ class Optimizer:
 
     async def _evaluate_and_add(self, pool: Pool, slot: Slot, code: str, origin: str) -> Variant | None:
         tags = technique_tags(code, pool.problem.code)
-        twin = pool.by_hash(Variant(slot=slot, origin=origin, code=code, status="").code_hash)
+        twin = pool.by_hash(code_hash(code))
         if twin is not None:
             variant = Variant(slot=slot, origin=origin, code=code, status=twin.status, reason=twin.reason,
                               verdict=twin.verdict, tags=tags, reused=True)

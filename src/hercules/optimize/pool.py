@@ -59,9 +59,6 @@ class Pool:
         best = self.best(max_round)
         return best.speedup(self.objective) if best else None
 
-    def last_round(self) -> int:
-        return max((v.slot.round for v in self.variants), default=0)
-
     def baselines_ms(self) -> dict[str, float]:
         """The latest measured baseline times (eager measured beside each candidate)."""
         for v in reversed(self.variants):

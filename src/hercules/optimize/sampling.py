@@ -30,14 +30,6 @@ class Bucket:
     members: tuple[Variant, ...]
     score: float
 
-    @property
-    def label(self) -> str:
-        if self.index == FAILED:
-            return "failed or flagged"
-        lo = BUCKET_EDGES[self.index - 1] if self.index > 0 else 0.0
-        hi = BUCKET_EDGES[self.index] if self.index < len(BUCKET_EDGES) else math.inf
-        return f"{lo:g}x-{hi:g}x"
-
 
 def bucket_index(speedup: float | None, honest: bool) -> int:
     if not honest or speedup is None:

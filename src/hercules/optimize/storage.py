@@ -22,7 +22,7 @@ from typing import Any
 
 from hercules.fileio import write_text_atomic
 from hercules.harness.batch import slug
-from hercules.harness.records import to_jsonable, verdict_from_json
+from hercules.harness.records import verdict_from_json
 from hercules.optimize.records import Completion, Prompt, Slot, Variant
 from hercules.problems.model import Problem
 
@@ -138,16 +138,17 @@ class RunStore:
 
     def record_variant(self, variant: Variant) -> None:
         v, s = variant.verdict, variant.slot
+        verdict = v.to_json() if v is not None else None
         folder = self.slot_dir(s)
         _write(folder / "candidate.py", variant.code)
-        if v is not None:
-            _write(folder / "verdict.json", json.dumps(v.to_json(), indent=1))
+        if verdict is not None:
+            _write(folder / "verdict.json", json.dumps(verdict, indent=1))
         self._exec(
             "INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.problem, s.round, s.sample, variant.origin, variant.code, variant.code_hash, variant.status,
              variant.reason, json.dumps(list(variant.tags)), int(variant.reused),
              v.speedup.eager if v else None, v.speedup.best if v else None, json.dumps(list(variant.flags)),
-             json.dumps(to_jsonable(v)) if v else None, _now()))
+             json.dumps(verdict) if verdict is not None else None, _now()))
 
     def variants(self, problem: str | None = None) -> list[Variant]:
         sql = "SELECT * FROM variants" + (" WHERE problem = ?" if problem else "") + " ORDER BY round, sample"
