@@ -60,8 +60,7 @@ def serve_command(host, port, device, workers, ray_address, retries, cache_path,
     from hercules.executor import make_executor
     from hercules.reward import RewardConfig
     from hercules.serve.app import run_server
-    from hercules.serve.cache import VerdictCache
-    from hercules.serve.service import RewardService, default_options
+    from hercules.serve.service import build_service
 
     def fail(message: str) -> None:
         click.echo(f"hercules: error: {message}", err=True)
@@ -77,10 +76,8 @@ def serve_command(host, port, device, workers, ray_address, retries, cache_path,
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
     names = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None
-    options = default_options(executor, budget_s=budget, trials=trials, baselines=names)
-    cache = None if no_cache else VerdictCache(cache_path)
-    service = RewardService(executor, options=options, reward=reward, cache=cache, queue_size=queue_size,
-                            admission_timeout_s=admission_timeout)
+    service = build_service(executor, reward=reward, cache_path=None if no_cache else cache_path, budget_s=budget,
+                            trials=trials, baselines=names, queue_size=queue_size, admission_timeout_s=admission_timeout)
     click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
-               f"({executor.capacity} at once), cache {cache_path if cache is not None else 'off'}", err=True)
+               f"({executor.capacity} at once), cache {'off' if no_cache else cache_path}", err=True)
     run_server(service, host=host, port=port, print_fn=lambda *a, **k: None)

@@ -31,7 +31,7 @@ class ServeClient:
 
     def evaluate(self, problem: Any, candidate: str | None = None, *, completion: str | None = None,
                  options: dict[str, Any] | None = None, reward: dict[str, Any] | None = None) -> dict[str, Any]:
-        item = _item(problem, candidate, completion, options, reward)
+        item = submission_item(problem, candidate, completion, options, reward)
         return self._call("POST", "/v1/evaluate", item, accept={503})
 
     def batch(self, items: list[dict[str, Any]], **defaults: Any) -> list[dict[str, Any]]:
@@ -67,8 +67,8 @@ class ServeClient:
         raise last or ServeError(f"{method} {path}: failed")
 
 
-def _item(problem: Any, candidate: str | None, completion: str | None, options: dict[str, Any] | None,
-          reward: dict[str, Any] | None) -> dict[str, Any]:
+def submission_item(problem: Any, candidate: str | None, completion: str | None, options: dict[str, Any] | None,
+                    reward: dict[str, Any] | None) -> dict[str, Any]:
     item: dict[str, Any] = {"problem": problem}
     if candidate is not None:
         item["candidate"] = candidate

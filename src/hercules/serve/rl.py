@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from hercules.harness.records import Status
 from hercules.reward import RewardConfig
+from hercules.serve.client import submission_item
 
 
 class Backend(Protocol):
@@ -60,13 +61,11 @@ class InProcessBackend:
                  cache_path: Path | None = None, reward: RewardConfig | None = None, budget_s: float = 0.3,
                  trials: int = 5, baselines: tuple[str, ...] | None = None, queue_size: int = 4096):
         from hercules.executor import make_executor
-        from hercules.serve.cache import VerdictCache
-        from hercules.serve.service import RewardService, default_options
+        from hercules.serve.service import build_service
 
         executor = make_executor(ray_address=ray_address, device=device, workers=workers)
-        options = default_options(executor, budget_s=budget_s, trials=trials, baselines=baselines)
-        self.service = RewardService(executor, options=options, reward=reward or RewardConfig(),
-                                     cache=VerdictCache(cache_path) if cache_path else None, queue_size=queue_size)
+        self.service = build_service(executor, reward=reward, cache_path=cache_path, budget_s=budget_s,
+                                     trials=trials, baselines=baselines, queue_size=queue_size)
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="hercules-reward", daemon=True).start()
         self._call(self.service.start())
@@ -123,17 +122,9 @@ class HerculesReward:
                              "KernelBench source per row); set problem_column=")
         if len(problems) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(problems)} {self.problem_column!r} values")
-        items = [_item(p, completion_text(c), self.reward, self.options) for p, c in zip(problems, completions)]
+        items = [submission_item(p, None, completion_text(c), self.options, self.reward)
+                 for p, c in zip(problems, completions)]
         return [answer["reward"] for answer in self.backend.score(items)] if items else []
-
-
-def _item(problem: Any, text: str, reward: dict[str, Any] | None, options: dict[str, Any] | None) -> dict[str, Any]:
-    item: dict[str, Any] = {"problem": problem, "completion": text}
-    if reward:
-        item["reward"] = reward
-    if options:
-        item["options"] = options
-    return item
 
 
 # ---- verl ------------------------------------------------------------------------------------
@@ -181,7 +172,8 @@ def _verl_score(answer: dict[str, Any]) -> dict[str, float]:
 
 def _verl_item(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None) -> dict[str, Any]:
     extra = extra_info or {}
-    return _item(extra.get("problem") or ground_truth, solution_str, extra.get("reward"), extra.get("options"))
+    return submission_item(extra.get("problem") or ground_truth, None, solution_str, extra.get("options"),
+                           extra.get("reward"))
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,

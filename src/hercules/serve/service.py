@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from hercules.executor import (
@@ -57,6 +58,16 @@ def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: in
         baselines = ("eager",)
     return EvalOptions(device="auto", trials=trials, timing_budget_s=budget_s, warmup_s=min(0.05, budget_s / 4),
                        baselines=baselines)
+
+
+def build_service(executor: EvalExecutor, *, reward: RewardConfig | None = None, cache_path: Path | None = None,
+                  budget_s: float = 0.3, trials: int = 5, baselines: tuple[str, ...] | None = None,
+                  queue_size: int = 256, admission_timeout_s: float = 30.0) -> RewardService:
+    """The service as the CLI and the in-process trainer backend run it (no cache without a path)."""
+    return RewardService(executor, options=default_options(executor, budget_s=budget_s, trials=trials,
+                                                           baselines=baselines),
+                         reward=reward, cache=VerdictCache(cache_path) if cache_path is not None else None,
+                         queue_size=queue_size, admission_timeout_s=admission_timeout_s)
 
 
 def evaluation_scope(executor: EvalExecutor) -> str:
