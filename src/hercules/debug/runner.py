@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from hercules.debug import classifier as cls
-from hercules.debug.attempt import Outcome, RunOptions, code_hash, run_solution
+from hercules.debug.attempt import Outcome, RunOptions, run_solution
 from hercules.debug.corpus import Instance
 from hercules.debug.fixers import kernelbench_alias
 from hercules.debug.gate import GateResult, degeneration_signs
 from hercules.debug.protocol import FixRequest, Protocol, Round, round_metrics
 from hercules.debug.stagnation import stagnation_modes
-from hercules.debug.store import DebugStore
+from hercules.debug.store import DebugStore, write_json_atomic
 from hercules.debug.toolchain import Toolchain
 from hercules.harness.device_lock import DeviceLock
+from hercules.problems.model import code_hash
 
 
 @dataclass(frozen=True)
@@ -57,26 +58,28 @@ class Benchmark:
         self.protocols = tuple(protocols)
         self.jobs = max(1, jobs)
         self.gpu_lock = DeviceLock()
-        self._ref_locks: dict[str, threading.Lock] = {}
-        self._ref_guard = threading.Lock()
+        self._ref_locks: dict[str, threading.Lock] = {}  # per task: its reference runs once
+        self._outcome_locks: dict[tuple[str, str], threading.Lock] = {}  # per (task, code hash)
+        self._locks_guard = threading.Lock()
         self._outcomes: dict[tuple[str, str], Outcome] = {}
 
     # -- the reference, timed like a candidate (native and def.py tasks on a GPU) --
     def reference_ms(self, inst: Instance) -> float | None:
-        if inst.kind == "kernelbench" or not self.tc.gpu_present or inst.reference_code() is None:
+        if inst.kind == "kernelbench" or not self.tc.gpu_present:
             return None
-        with self._ref_guard:
+        with self._locks_guard:
             lock = self._ref_locks.setdefault(inst.task_id, threading.Lock())
         with lock:
             where = self.store.reference_dir(inst.task_id)
             saved = self.store.load(where)
             if saved is None:
-                outcome, seconds = run_solution(inst, inst.reference_code(), where, self.tc, self.opts, self.gpu_lock)
+                reference = inst.reference_code()
+                if reference is None:
+                    return None
+                outcome, seconds = run_solution(inst, reference, where, self.tc, self.opts, self.gpu_lock)
                 saved = {"correct": outcome.correct, "time_ms": outcome.time_ms, "method": outcome.method,
                          "category": outcome.classification.category, "reason": outcome.classification.reason,
                          "seconds": round(seconds, 3)}
-                from hercules.debug.store import write_json_atomic
-
                 write_json_atomic(where / "result.json", saved)
             return saved["time_ms"] if saved["correct"] else None
 
@@ -84,8 +87,8 @@ class Benchmark:
         """Run the code, unless the same code already failed to build (or built, untestable) for
         this task in this run: those outcomes are deterministic, a repeat would only cost time."""
         key = (inst.task_id, code_hash(code))
-        with self._ref_guard:
-            lock = self._ref_locks.setdefault(f"outcome:{key}", threading.Lock())
+        with self._locks_guard:
+            lock = self._outcome_locks.setdefault(key, threading.Lock())
         with lock:
             cached = self._outcomes.get(key)
             if cached is not None:
