@@ -98,13 +98,17 @@ def _fixers(names, base_url, model, api_key):
     return fixers
 
 
-def write_reports(run_dir: Path, summary: dict) -> None:
+def write_reports(run_dir: Path, summary: dict) -> str:
+    """summary.json, report.md and report.html of a run; returns the markdown."""
     from hercules.debug.report import html_report, markdown
     from hercules.debug.store import write_json_atomic
+    from hercules.fileio import write_text_atomic
 
     write_json_atomic(run_dir / "summary.json", summary)
-    (run_dir / "report.md").write_text(markdown(summary))
-    (run_dir / "report.html").write_text(html_report(summary))
+    text = markdown(summary)
+    write_text_atomic(run_dir / "report.md", text)
+    write_text_atomic(run_dir / "report.html", html_report(text))
+    return text
 
 
 @debug_group.command("run")
@@ -207,11 +211,11 @@ def report_command(run_dir, as_json):
     if not path.is_file():
         raise click.UsageError(f"{run_dir} has no summary.json (run 'hercules debug run --out {run_dir}' again)")
     summary = json.loads(path.read_text())
-    write_reports(run_dir, summary)
+    text = write_reports(run_dir, summary)
     if as_json:
         click.echo(json.dumps(summary))
     else:
-        sys.stdout.write((run_dir / "report.md").read_text())
+        sys.stdout.write(text)
 
 
 if __name__ == "__main__":  # ``python -m hercules.debug.cli run ...`` (no other subcommand imported)

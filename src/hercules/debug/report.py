@@ -98,11 +98,11 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def html_report(summary: dict[str, Any]) -> str:
+def html_report(report_markdown: str) -> str:
     """A self-contained page (opens offline): the markdown report's headings, text and tables."""
     body: list[str] = []
     in_table = False
-    for line in markdown(summary).splitlines():
+    for line in report_markdown.splitlines():
         is_row = line.startswith("| ")
         if in_table and not is_row:
             body.append("</table>")
