@@ -10,17 +10,13 @@ from pathlib import Path
 
 import click
 
+from hercules.cli_common import eval_options as _eval_options
+from hercules.cli_common import fail as _fail
 from hercules.compile.cli import compile_command, generate_command
 from hercules.debug.cli import debug_group
 from hercules.optimize.cli import optimize_command
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 from hercules.serve.cli import serve_command
-
-
-def _fail(message: str) -> None:
-    """One line on stderr, exit status 2: the inputs cannot be used."""
-    click.echo(f"hercules: error: {message}", err=True)
-    sys.exit(2)
 
 
 def _load_one_problem(path: str) -> Problem:
@@ -91,21 +87,6 @@ def list_command(source: str, as_json: bool) -> None:
     console.print(table)
     for warning in loaded.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-
-
-def _eval_options(device: str, trials: int, budget: float, baselines: str | None, no_timing: bool,
-                  cache_dir: str | None):
-    from hercules.harness.evaluate import EvalOptions
-
-    options = EvalOptions(device=device, trials=trials, timing_budget_s=budget, time_candidate=not no_timing,
-                          baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None)
-    if trials < 1:
-        _fail("--trials must be at least 1")
-    if budget <= 0:
-        _fail("--budget must be a positive number of seconds")
-    if cache_dir:
-        options = replace(options, cache_dir=Path(cache_dir))
-    return options
 
 
 _device_option = click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 import click
 
+from hercules.cli_common import eval_options
+from hercules.cli_common import fail as _fail
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 
 
-def _fail(message: str) -> None:
-    click.echo(f"hercules: error: {message}", err=True)
-    sys.exit(2)
 
 
 def _problems(paths: tuple[str, ...], sources: tuple[str, ...], name_filter: str | None) -> list[Problem]:
@@ -132,7 +129,6 @@ def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates
     """
     if ctx.invoked_subcommand is not None:
         return
-    from hercules.harness.evaluate import EvalOptions
     from hercules.optimize.budget import Budget
 
     for name, value in (("--rounds", rounds), ("--samples", samples), ("--exemplars", exemplars), ("--trials", trials)):
@@ -161,10 +157,7 @@ def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates
         chosen = _backend(backend, replay, problems, samples, llm)
     except ProblemFormatError as exc:
         _fail(str(exc))
-    options = EvalOptions(device=device, trials=trials, timing_budget_s=timing_budget,
-                          baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None)
-    if cache_dir:
-        options = replace(options, cache_dir=Path(cache_dir))
+    options = eval_options(device, trials, timing_budget, baselines, cache_dir=cache_dir)
     budget = Budget(rounds=rounds, max_tokens=token_budget, gpu_minutes=gpu_minutes, patience=patience)
     run_dir = Path(out or Path("runs") / datetime.now().strftime("optimize-%Y%m%d-%H%M%S"))
     summary = _run(problems, seeds, chosen, options, budget, run_dir, ray_address, workers,

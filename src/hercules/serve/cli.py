@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -57,14 +56,11 @@ def serve_command(host, port, device, workers, ray_address, retries, cache_path,
       hercules serve --ray-address auto --reward-baseline best --normalize --clip-min -3 --clip-max 3
       curl -s localhost:8700/v1/evaluate -d '{"problem": "mish_fp32", "candidate": "..."}'
     """
+    from hercules.cli_common import baseline_list, fail
     from hercules.executor import make_executor
     from hercules.reward import RewardConfig
     from hercules.serve.app import run_server
     from hercules.serve.service import build_service
-
-    def fail(message: str) -> None:
-        click.echo(f"hercules: error: {message}", err=True)
-        sys.exit(2)
 
     if budget <= 0 or trials < 1 or queue_size < 1:
         fail("--budget must be positive, --trials and --queue-size at least 1")
@@ -75,7 +71,7 @@ def serve_command(host, port, device, workers, ray_address, retries, cache_path,
         executor = make_executor(ray_address=ray_address, device=device, workers=workers, retries=retries)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
-    names = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else None
+    names = baseline_list(baselines)
     service = build_service(executor, reward=reward, cache_path=None if no_cache else cache_path, budget_s=budget,
                             trials=trials, baselines=names, queue_size=queue_size, admission_timeout_s=admission_timeout)
     click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
