@@ -66,6 +66,14 @@ def test_unusable_inputs_exit_nonzero_with_one_line(problem, candidate, message)
     assert len(lines) == 1 and message in lines[0]
 
 
+def test_unknown_baseline_is_refused_rather_than_dropped():
+    result = hercules("eval", "--problem", str(FIXTURES / "scale_relu.py"), "--candidate",
+                      str(FIXTURES / "scale_relu.py"), "--baselines", "eager,eagre", "--json")
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown baselines eagre" in lines[0]
+
+
 def test_problem_without_model_is_refused(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n")

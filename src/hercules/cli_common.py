@@ -20,9 +20,15 @@ def fail(message: str) -> NoReturn:
 
 
 def baseline_list(text: str | None) -> tuple[str, ...] | None:
-    """``--baselines eager,compile`` as a tuple; None (every baseline the device supports) when empty."""
+    """``--baselines eager,compile`` as a tuple; None (every baseline the device supports) when
+    empty; a one-line error for a name that is not a baseline."""
+    from hercules.harness.baselines import known_baselines
+
     names = tuple(b.strip() for b in text.split(",") if b.strip()) if text else ()
-    return names or None
+    try:
+        return known_baselines(names) or None
+    except ValueError as exc:
+        fail(f"--baselines: {exc}")
 
 
 def eval_options(device: str, trials: int, budget: float, baselines: str | None, no_timing: bool = False,

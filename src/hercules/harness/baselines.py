@@ -17,6 +17,15 @@ BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph")
 GPU_ONLY = frozenset({"compile_reduce_overhead", "cudagraph"})
 
 
+def known_baselines(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` as a tuple, or ValueError naming any that is not a baseline (an unknown name would
+    otherwise be dropped quietly and its ratio never measured)."""
+    unknown = sorted(set(names) - set(BASELINES))
+    if unknown:
+        raise ValueError(f"unknown baselines {', '.join(unknown)} (known: {', '.join(BASELINES)})")
+    return tuple(names)
+
+
 def available_baselines(device: torch.device | str) -> tuple[str, ...]:
     device = torch.device(device)
     return tuple(b for b in BASELINES if device.type == "cuda" or b not in GPU_ONLY)

@@ -25,7 +25,7 @@ from hercules.executor import (
     Tracked,
     infrastructure_failure,
 )
-from hercules.harness.baselines import BASELINES
+from hercules.harness.baselines import known_baselines
 from hercules.harness.evaluate import EvalOptions, device_key, resolve_device
 from hercules.harness.records import Verdict
 from hercules.problems.model import Candidate, Problem
@@ -39,10 +39,7 @@ def _baseline_names(value: Any) -> tuple[str, ...]:
     """A list of known baseline names (a bare string would become a tuple of its letters)."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ValueError("baselines must be a list of names")
-    unknown = sorted(set(value) - set(BASELINES))
-    if unknown:
-        raise ValueError(f"unknown baselines {', '.join(unknown)} (known: {', '.join(BASELINES)})")
-    return tuple(value)
+    return known_baselines(value)
 
 
 # Evaluation options a request may set; the device, folders and timeouts stay the server's.
