@@ -245,7 +245,7 @@ def _check_dataset(loaded: LoadedSource, path: Path):
     assert by_name["1_Square_matrix_multiplication_"].source == f"dataset:{path}#level_1/1"
     assert by_name["1_MLP"].source == f"dataset:{path}#level_3/0"
     assert by_name["1_MLP"].dtype_name == "float16"
-    assert len(loaded.warnings) == 1 and f"#level_2/1" in loaded.warnings[0]
+    assert len(loaded.warnings) == 1 and "#level_2/1" in loaded.warnings[0]
 
 
 def test_dataset_saved_to_disk(tmp_path, datasets_mod):
