@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput,
-# and the debugging benchmark, optimiser replay, reward-service load test and decode benchmark.
+# and the debugging benchmark, optimiser replay, reward-service load test, compiler checks and decode benchmark.
 # Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
 # Env: GPU_TESTS (test path), SUITE_ARGS (extra bench options), THROUGHPUT_COUNT.
 # Writes logs and reports under $OUT (at most 8 files come back).
@@ -33,6 +33,12 @@ for stage in $STAGES; do
       python3 benchmarks/optimize_replay_h200.py 2>&1 | tail -30 ;;
     serve)
       python3 benchmarks/serve_load.py --device cuda 2>&1 | tail -30 ;;
+    compile)
+      for lang in cuda triton; do
+        python3 -m hercules.compile.selfcheck --lang $lang --device cuda --dtype bfloat16 > "$OUT/selfcheck_$lang.json" 2> "$OUT/selfcheck_$lang.err"
+        echo "selfcheck $lang exit $?"; tail -c 1500 "$OUT/selfcheck_$lang.json"; tail -5 "$OUT/selfcheck_$lang.err"
+      done
+      python3 -m pytest -q -x -m gpu tests/compile 2>&1 | tee "$OUT/compile_tests.log" | tail -30 ;;
     decode)
       python3 benchmarks/decode.py 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
     throughput)
