@@ -34,15 +34,22 @@ for stage in $STAGES; do
     serve)
       python3 benchmarks/serve_load.py --device cuda 2>&1 | tail -30 ;;
     compile)
-      for lang in cuda triton; do
-        python3 -m hercules.compile.selfcheck --lang $lang --device cuda --dtype bfloat16 > "$OUT/selfcheck_$lang.json" 2> "$OUT/selfcheck_$lang.err"
-        echo "selfcheck $lang exit $?"; tail -c 1500 "$OUT/selfcheck_$lang.json"; tail -5 "$OUT/selfcheck_$lang.err"
+      for check in ${COMPILE_CHECKS:-cuda:bfloat16 triton:bfloat16}; do
+        lang=${check%%:*}; dtype=${check##*:}; name=selfcheck_${lang}_$dtype
+        python3 -m hercules.compile.selfcheck --lang $lang --device cuda --dtype $dtype --batches 1,2,8 --per-template 3 \
+          > "$OUT/$name.json" 2> "$OUT/$name.err"
+        echo "$name exit $?"; tail -5 "$OUT/$name.err"
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('checked', d['checked'], 'failed', d['failed']); [print(json.dumps(r)) for r in d['results'] if r['ok'] is False]" "$OUT/$name.json"
       done
-      python3 -m pytest -q -x -m gpu tests/compile 2>&1 | tee "$OUT/compile_tests.log" | tail -30 ;;
+      [ "${COMPILE_TESTS:-1}" = 1 ] && python3 -m pytest -q -x -m gpu tests/compile 2>&1 | tee "$OUT/compile_tests.log" | tail -30 ;;
     decode)
       python3 benchmarks/decode.py 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
     throughput)
-      python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -5 ;;
+      python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -5
+      # Verdicts, build records and ninja's per-step build times, for reading stage by stage.
+      { (cd /tmp/throughput && find . -name verdict.json -o -name prebuild.json);
+        (cd / && find "${HERCULES_CACHE_DIR#/}/extensions" -name .ninja_log 2>/dev/null | sed 's|^|/|'); } \
+        | tar czf "$OUT/throughput-details.tgz" -C /tmp/throughput -T - 2>/dev/null ;;
   esac
 done
 echo "=== done $(date +%T)"

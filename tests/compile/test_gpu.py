@@ -24,16 +24,21 @@ def _selfcheck(lang: str, dtype: str, per_template: int = 3) -> dict:
     return json.loads(p.stdout)
 
 
+def _failures(out: dict) -> str:
+    """Each failed point in full (template, params, error): the default repr cuts them short."""
+    return "\n".join(json.dumps(r) for r in out["results"] if r["ok"] is False)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_triton_templates_on_gpu(dtype):
     out = _selfcheck("triton", dtype)
-    assert out["failed"] == 0, [r for r in out["results"] if r["ok"] is False][:5]
+    assert out["failed"] == 0, _failures(out)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_cuda_templates_on_gpu(dtype):
     out = _selfcheck("cuda", dtype)
-    assert out["failed"] == 0, [r for r in out["results"] if r["ok"] is False][:5]
+    assert out["failed"] == 0, _failures(out)
     assert out["checked"] > 0
 
 

@@ -88,6 +88,7 @@ class Worker:
     # op -> [requests, seconds from send to answer, seconds inside the worker's handler]: where an
     # evaluation's time goes, down to the request (the rest of a round trip is transfer and wait).
     ledger: dict[str, list[float]] = field(default_factory=dict)
+    _sent: float = 0.0
 
     @classmethod
     def start(cls, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> "Worker":
@@ -114,12 +115,22 @@ class Worker:
 
     def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
         """Send one request and wait for its answer; raise WorkerDied / WorkerTimeout."""
+        self.send(op, **fields)
+        return self.receive(op, timeout)
+
+    def send(self, op: str, **fields: Any) -> None:
+        """Send a request without waiting: the worker starts on it while the parent does other work
+        (``receive`` collects the answer; one request in flight per worker)."""
         try:
             self.conn.send_bytes(encode({"op": op, **fields}))
         except (BrokenPipeError, OSError) as exc:
             raise WorkerDied(describe_exit(self._wait_exit()), self.process.returncode) from exc
-        sent = time.monotonic()
-        deadline = sent + timeout
+        self._sent = time.monotonic()
+
+    def receive(self, op: str, timeout: float) -> dict[str, Any]:
+        """The answer to the request in flight, within ``timeout`` seconds from now."""
+        sent = self._sent
+        deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

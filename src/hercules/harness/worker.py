@@ -266,10 +266,18 @@ class CandidateWorker:
         load_module(msg["code"], Path(msg["path"]), "hercules_candidate")
         return {"seconds": _perf_counter() - start}
 
-    def op_build(self, msg):
+    def op_prepare(self, msg):
+        """Everything before the candidate's code: device, CUDA context, the lazy imports. Needs no
+        problem data, so it runs while the reference worker sets the problem up."""
         self.device = use_device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
         self._warm_up_runtime()
+        self.prepared = True
+        return {}
+
+    def op_build(self, msg):
+        if not getattr(self, "prepared", False):
+            self.op_prepare(msg)
         _force_verbose_extension_builds()
         self.path = Path(msg["path"])
         track_thread_origins(str(self.path))
