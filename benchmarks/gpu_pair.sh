@@ -10,8 +10,9 @@ cores=$(nproc)
 half=$((cores / 2))
 run_lane() {  # lane stages first_core last_core
   mkdir -p "$OUT/lane$1"
-  env ${4:-} CUDA_VISIBLE_DEVICES=$1 OUT=$OUT/lane$1 HERCULES_LANE_CACHE=/tmp/hercules-cache-$1 \
-    timeout "$LIMIT" taskset -c "$3" bash benchmarks/gpu_session.sh "$2" > "$OUT/lane$1/session.log" 2>&1
+  ( [ -n "${4:-}" ] && eval "export $4"  # shell words: NAME="a value with spaces" works
+    CUDA_VISIBLE_DEVICES=$1 OUT=$OUT/lane$1 HERCULES_LANE_CACHE=/tmp/hercules-cache-$1 \
+      timeout "$LIMIT" taskset -c "$3" bash benchmarks/gpu_session.sh "$2" > "$OUT/lane$1/session.log" 2>&1 )
   echo "lane $1 ($2) exit $?" >> "$OUT/lane$1/session.log"
 }
 run_lane 0 "$1" "0-$((half - 1))" "${LANE0_ENV:-}" &

@@ -2,7 +2,8 @@
 # One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput,
 # and the debugging benchmark, optimiser replay, reward-service load test, compiler checks and decode benchmark.
 # Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
-# Env: GPU_TESTS (test path), SUITE_ARGS (extra bench options), THROUGHPUT_COUNT.
+# Env: GPU_TESTS (test path), SUITE_ARGS (extra bench options), THROUGHPUT_COUNT, COMPILE_CHECKS
+# ("lang:dtype ...", empty for none), COMPILE_TESTS=0, COMPILE_PYTEST_K (a -k expression), DECODE_ARGS.
 # Writes logs and reports under $OUT (at most 8 files come back).
 set -uo pipefail
 STAGES=${1:-"tests suite"}
@@ -34,16 +35,16 @@ for stage in $STAGES; do
     serve)
       python3 benchmarks/serve_load.py --device cuda 2>&1 | tail -30 ;;
     compile)
-      for check in ${COMPILE_CHECKS:-cuda:bfloat16 triton:bfloat16}; do
+      for check in ${COMPILE_CHECKS-cuda:bfloat16 triton:bfloat16}; do
         lang=${check%%:*}; dtype=${check##*:}; name=selfcheck_${lang}_$dtype
         python3 -m hercules.compile.selfcheck --lang $lang --device cuda --dtype $dtype --batches 1,2,8 --per-template 3 \
           > "$OUT/$name.json" 2> "$OUT/$name.err"
         echo "$name exit $?"; tail -5 "$OUT/$name.err"
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('checked', d['checked'], 'failed', d['failed']); [print(json.dumps(r)) for r in d['results'] if r['ok'] is False]" "$OUT/$name.json"
       done
-      [ "${COMPILE_TESTS:-1}" = 1 ] && python3 -m pytest -q -x -m gpu tests/compile 2>&1 | tee "$OUT/compile_tests.log" | tail -30 ;;
+      [ "${COMPILE_TESTS:-1}" = 1 ] && python3 -m pytest -q -x -m gpu ${COMPILE_PYTEST_K:+-k "$COMPILE_PYTEST_K"} tests/compile 2>&1 | tee "$OUT/compile_tests.log" | tail -30 ;;
     decode)
-      python3 benchmarks/decode.py 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
+      python3 benchmarks/decode.py ${DECODE_ARGS:-} 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
     throughput)
       python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -5
       # Verdicts, build records and ninja's per-step build times, for reading stage by stage.

@@ -116,3 +116,15 @@ def test_rejections_are_recorded_in_the_plan(tiny_models, cache_dir):
     d = dec.plan.decisions["decode_attention"]
     assert d.rejected > 0  # CUDA and (without the interpreter) Triton points on a CPU
     assert all(len(x) == 2 and x[1].split(":")[0] in ("interface", "hardware", "numerics") for x in d.rejected_examples)
+
+
+def test_gemv_dot_tiles_that_overflow_shared_memory_are_rejected():
+    # fp32, BLOCK_N 128, BLOCK_K 256 asked the H200 for 294,912 B of shared memory and failed to launch.
+    params = {"MODE": "dot", "BLOCK_N": 128, "BLOCK_K": 256, "SPLIT_K": 1, "num_warps": 8}
+    down = regions(dtype="float32")["down_proj"]
+    assert any("shared memory" in x for x in reasons("triton_gemv", params, down, H200))
+    small = dict(params, BLOCK_N=16, BLOCK_K=64)
+    assert not any("shared memory" in x for x in reasons("triton_gemv", small, down, H200))
+    # the gate/up tiles count twice: BLOCK_N 128 / BLOCK_K 128 in fp32 asked for 278,528 B
+    gate_up = regions(dtype="float32")["gate_up_silu_mul"]
+    assert any("shared memory" in x for x in reasons("triton_gemv", dict(params, BLOCK_K=128), gate_up, H200))

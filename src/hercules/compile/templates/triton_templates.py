@@ -202,14 +202,19 @@ class TritonGemv(Template):
         K = region.attr("in_features")
         sw = 2 if region.kind == "gate_up_silu_mul" else 1
         nw = p["num_warps"]
+        smem = 0
         if p["MODE"] == "reduce":
             live = sw * p["BLOCK_N"] * p["BLOCK_K"] + p["BLOCK_K"] + sw * p["BLOCK_N"]
         else:
             bm = max(16, next_pow2(region.batch))
             live = bm * p["BLOCK_K"] + sw * (p["BLOCK_N"] * p["BLOCK_K"] + bm * p["BLOCK_N"])
+            # tl.dot stages its x and weight tiles in shared memory, two buffers deep in the
+            # pipelined K loop: fp32 with BLOCK_N 128 / BLOCK_K 256 asked for 294,912 B on the H200
+            # (limit 232,448 B) and failed to launch, as this formula gives.
+            smem = 2 * (bm * p["BLOCK_K"] + sw * p["BLOCK_N"] * p["BLOCK_K"]) * _es(region)
         return Requirements(
             backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
-            regs_per_thread=live // (32 * nw) + 32,
+            regs_per_thread=live // (32 * nw) + 32, smem_bytes=smem,
             max_batch=1 if p["MODE"] == "reduce" else 16,
             at_least=(("K tiles per split (in_features / BLOCK_K / SPLIT_K)", K // (p["BLOCK_K"] * p["SPLIT_K"]), 1),),
             contiguous=("weight",), last_dim_contiguous=("x",),
