@@ -29,18 +29,21 @@ def spec(dtype="bfloat16"):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_rendered_cuda_sources_compile_with_nvcc():
-    """One translation unit with a feasible point of every CUDA template at Qwen3-1.7B shapes
-    (bf16) and a tiny fp32 shape: catches C++/CUDA errors without a GPU (no run)."""
+    """One translation unit with feasible points of every CUDA template at Qwen3-1.7B shapes (bf16,
+    batch 1) and a tiny fp32 shape (batch 3), every region a template applies to: catches C++/CUDA
+    errors without a GPU (no run)."""
     big = ModelSpec("qwen3", 2048, 6144, 28, 16, 8, 128, 151936, 1e-6, True, "bfloat16", True)
     bodies = []
-    for s in (big, spec("float32")):
-        regs = derive_regions(s, batch=1, capacity=256)
+    for s, batch in ((big, 1), (spec("float32"), 3)):
+        regs = derive_regions(s, batch=batch, capacity=256)
         for t in CUDA_TEMPLATES:
-            r = next(r for r in regs.values() if t.applies(r))
-            pts = [p for p in t.space(r) if not check(t, p, r, H200)]
-            assert pts, t.name
-            for p in (pts[0], pts[-1]):
-                bodies.append(t.render(p, r)[0])
+            applicable = [r for r in regs.values() if t.applies(r)]
+            assert applicable, t.name
+            for r in applicable:
+                pts = [p for p in t.space(r) if not check(t, p, r, H200)]
+                assert pts, (t.name, r.kind)
+                for p in (pts[0], pts[-1]):
+                    bodies.append(t.render(p, r)[0])
     ok, log = cuda_build.syntax_check("\n".join(dict.fromkeys(bodies)))
     assert ok, log[-4000:]
 
@@ -60,6 +63,10 @@ class FakeModule:
             return rot
         if name.startswith("attention_"):
             return ref.decode_attention
+        if name.startswith("gemv_swiglu_"):
+            return lambda x, w: ref.silu_mul(torch.nn.functional.linear(x, w))
+        if name.startswith("gemv_"):
+            return torch.nn.functional.linear
         raise AttributeError(name)
 
 
@@ -90,8 +97,9 @@ def test_cuda_candidates_selected_grouped_and_cached(fake_nvcc, tmp_path):
     plan = res.plan
     # one module per CUDA template, shared across regions (residual_rmsnorm + final_norm)
     prefixes = [c[0] for c in fake_nvcc]
-    assert sorted(prefixes) == sorted(set(prefixes)) and set(prefixes) == {"add_rmsnorm", "silu_mul", "qk_rotary",
-                                                                          "attention"}
+    assert sorted(prefixes) == sorted(set(prefixes))
+    assert {"add_rmsnorm", "silu_mul", "qk_rotary", "attention"} <= set(prefixes) <= {
+        "add_rmsnorm", "silu_mul", "qk_rotary", "attention", "gemv", "gemv_swiglu"}
     tried = {t.template for d in plan.decisions.values() for t in d.tried}
     assert {"cuda_add_rmsnorm", "cuda_swiglu", "cuda_qk_rotary", "cuda_flash_decode"} <= tried
     for n in ("decode_attention", "residual_rmsnorm", "final_norm", "gate_up_silu_mul", "rotary"):
@@ -126,3 +134,36 @@ def test_cuda_build_failure_is_data(monkeypatch):
     assert d.implementation.startswith("torch")
     bad = [t for t in d.tried if t.lang == "cuda"]
     assert bad and bad[0].status == "build_error" and "nvcc: error" in bad[0].reason
+
+
+def test_gemv_templates_plug_into_the_linear_regions(fake_nvcc):
+    """cuda_gemv on the projections and cuda_gemv_swiglu on gate/up, through the stand-in module:
+    the wrappers keep each region's interface (q/k/v views, the SwiGLU output)."""
+    s = spec()
+    regions = derive_regions(s, batch=2, capacity=64)
+    weights = RegionWeights(None, s, device="cpu", seed=0)
+    force = {"qkv_proj": "cuda_gemv", "o_proj": "cuda_gemv", "down_proj": "cuda_gemv", "lm_head": "cuda_gemv",
+             "gate_up_silu_mul": "cuda_gemv_swiglu"}
+    res = select(regions, weights, device=torch.device("cpu"), device_info=H200, advisor=RuleAdvisor(),
+                 budget=24, languages=("torch", "cuda"), force=force)
+    for region, template in force.items():
+        d = res.plan.decisions[region]
+        assert d.template == template and d.lang == "cuda", (region, d.why)
+        assert all(t.status == "ok" for t in d.tried if t.template == template)
+    assert {c[0] for c in fake_nvcc} >= {"gemv", "gemv_swiglu"}
+    gemv_body = next(c[1] for c in fake_nvcc if c[0] == "gemv_swiglu")
+    assert "constexpr bool SWIGLU = true" in gemv_body
+
+
+def test_gemv_space_respects_batch_and_alignment():
+    from hercules.compile.templates.cuda_templates import CudaGemv
+
+    t = CudaGemv()
+    r = derive_regions(spec(), batch=16, capacity=64)["o_proj"]
+    assert any("batch 16 exceeds" in x for x in check(t, t.space(r)[0], r, H200))
+    odd = derive_regions(ModelSpec("qwen3", 260, 384, 2, 4, 2, 64, 300, 1e-6, True, "bfloat16", True), batch=1,
+                         capacity=64)["down_proj"]  # in_features 384: fine; o_proj in_features 256: fine
+    assert check(t, t.space(odd)[0], odd, H200) == []
+    unaligned = derive_regions(ModelSpec("qwen3", 260, 388, 2, 4, 2, 64, 300, 1e-6, True, "bfloat16", True),
+                               batch=1, capacity=64)["down_proj"]  # in_features 388 is not a multiple of 8
+    assert any("in_features %" in x for x in check(t, t.space(unaligned)[0], unaligned, H200))

@@ -320,9 +320,10 @@ class RuleAdvisor(Advisor):
             if r.kind in ("qkv_proj", "o_proj", "down_proj", "lm_head", "gate_up_silu_mul"):
                 n = r.attr("out_features") // (2 if r.kind == "gate_up_silu_mul" else 1)
                 k = r.attr("in_features")
-                pri = ["triton_gemv", "torch_fused"]
                 if r.kind == "gate_up_silu_mul":
-                    pri += ["cuda_swiglu", "triton_swiglu"]
+                    pri = ["cuda_gemv_swiglu", "triton_gemv", "torch_fused", "cuda_swiglu", "triton_swiglu"]
+                else:
+                    pri = ["triton_gemv", "cuda_gemv", "torch_fused"]
                 # enough programs to cover the SMs twice: n / BLOCK_N * SPLIT_K >= 2 * SMs
                 split = 1
                 while n // 64 * split < 2 * sms and split < 8 and k // (128 * split * 2) >= 1:
@@ -330,6 +331,10 @@ class RuleAdvisor(Advisor):
                 hints["triton_gemv"] = {"MODE": ["reduce" if r.batch == 1 else "dot"], "BLOCK_N": [64, 32],
                                         "BLOCK_K": [128, 256], "SPLIT_K": [split, max(1, split // 2)],
                                         "num_warps": [4]}
+                # one warp per ROWS output rows: a few thousand warps keep every SM streaming
+                rows = [4, 2] if n >= 64 * sms else [1, 2]
+                hints["cuda_gemv_swiglu" if r.kind == "gate_up_silu_mul" else "cuda_gemv"] = {
+                    "WARPS": [4, 8], "ROWS": rows, "UNROLL": [4, 2]}
                 if r.kind == "gate_up_silu_mul":
                     hints["cuda_swiglu"] = {"VEC": [16 // es], "THREADS": [256], "FAST_EXP": [0]}
                     hints["triton_swiglu"] = {"BLOCK": [1024], "num_warps": [4]}
