@@ -22,9 +22,11 @@ import abc
 import os
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 
@@ -35,6 +37,7 @@ from hercules.harness.records import Status, Verdict
 from hercules.problems.model import Candidate, Problem
 
 DEFAULT_RETRIES = 2
+T = TypeVar("T")
 # Deaths by these signals come from outside the candidate (an operator, the OOM killer, a node
 # going away); a candidate's own faults end in SIGSEGV/SIGABRT, an exit status or a CUDA error.
 _EXTERNAL_DEATHS = tuple(describe_exit(-int(s)) for s in (signal.SIGKILL, signal.SIGTERM))
@@ -81,6 +84,13 @@ class EvalExecutor(abc.ABC):
 
     def _shutdown(self) -> None:
         """Release the backend (threads, actors)."""
+
+    @abc.abstractmethod
+    def run_on_device(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(device, *args)`` where evaluations run (a Ray actor's process on a cluster), holding
+        that device's measurement lock: for facts about the evaluating hardware, such as its
+        measured ceilings, which the submitting process may not have (a CPU-only Ray driver).
+        ``fn`` must be importable there (a module-level function)."""
 
     # ---- public --------------------------------------------------------------------------
     def submit(self, problem: Problem, candidate: Candidate, options: EvalOptions | None = None) -> Future:
@@ -199,6 +209,11 @@ class LocalExecutor(EvalExecutor):
             with self._pick:
                 slot.busy -= 1
 
+    def run_on_device(self, fn: Callable[..., T], *args: Any) -> T:
+        slot = self._slots[0]
+        with slot.lock:
+            return fn(slot.device, *args)
+
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -248,6 +263,10 @@ class _EvalActor:
 
     def evaluate(self, problem: Problem, candidate: Candidate, options: EvalOptions) -> Verdict:
         return evaluate(problem, candidate, replace(options, device=self.device), gpu_lock=self.lock)
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        with self.lock:
+            return fn(self.device, *args)
 
     def pid(self) -> int:
         return os.getpid()
@@ -301,6 +320,9 @@ class RayExecutor(EvalExecutor):
     @property
     def devices(self) -> list[str]:
         return [f"ray:{self._kind}"] * len(self._actors)
+
+    def run_on_device(self, fn: Callable[..., T], *args: Any) -> T:
+        return self._ray.get(self._actors[0].run.remote(fn, *args))
 
     def actor_pids(self) -> list[int]:
         """Process ids of the actors (tests and the load test kill one to exercise retries)."""

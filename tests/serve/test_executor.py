@@ -67,13 +67,28 @@ def test_bad_devices_are_refused(problem, options):
         executor.submit(problem, candidate(), options)
 
 
-def test_ray_two_cpu_workers_survive_an_actor_death(problem, options):
+def _device_and_pid(device: str) -> tuple[str, int]:
+    return device, os.getpid()
+
+
+def test_local_executor_runs_device_facts_on_its_first_device(options):
+    with make_executor(device="cpu", workers=1) as executor:
+        assert executor.run_on_device(_device_and_pid) == ("cpu", os.getpid())
+
+
+def test_ray_two_cpu_workers_survive_an_actor_death(problem, options, tmp_path):
     """A two-actor local Ray instance: both evaluate, and an actor killed mid-request is retried."""
     pytest.importorskip("ray")
+    from hercules.optimize.hardware import hardware_facts
+
     with make_executor(ray_address="local", device="cpu", workers=2, retries=2) as executor:
         assert executor.devices == ["ray:cpu", "ray:cpu"]
         pids = executor.actor_pids()
         assert len(set(pids)) == 2
+        # facts about the evaluating device are measured by an actor (a function it can import)
+        facts = executor.run_on_device(hardware_facts, tmp_path)
+        assert facts.device == "cpu" and facts.bandwidth_gbs > 0 and facts.matmul_tflops
+        assert list((tmp_path / "devices").glob("*.json"))  # the ceilings it measured, cached
         slow = candidate(init_extra="time.sleep(2.0)", name="slow")
         futures = [executor.submit_tracked(problem, slow, options),
                    executor.submit_tracked(problem, candidate(name="fast"), options)]

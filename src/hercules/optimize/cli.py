@@ -180,17 +180,18 @@ def _run(problems, seeds, backend, options, budget, run_dir, ray_address, worker
     store = RunStore(run_dir)
     _check_resume(store, problems)
     config = LoopConfig(budget=budget, eval_options=options, keep_artifacts=not ray_address, **loop_args)
-    with console.status("measuring the device for the prompt's hardware facts"):
-        hardware = hardware_facts(options.device, options.cache_dir)
     try:
         executor = make_executor(ray_address=ray_address, device=options.device, workers=workers)
     except (RuntimeError, ValueError) as exc:
         _fail(str(exc))
-    meta = {"backend": backend.name if backend.name != "replay" else backend.label,
-            "model": getattr(getattr(backend, "client", None), "model", None), "device": hardware.name,
-            "objective": loop_args["objective"], "rounds": budget.rounds, "samples": loop_args["samples"]}
-    store.set_meta("last_invocation", meta)
     try:
+        with console.status("measuring the device for the prompt's hardware facts"):
+            # where the evaluations run: on a cluster that is a GPU actor, not this (driver) process
+            hardware = executor.run_on_device(hardware_facts, options.cache_dir)
+        meta = {"backend": backend.name if backend.name != "replay" else backend.label,
+                "model": getattr(getattr(backend, "client", None), "model", None), "device": hardware.name,
+                "objective": loop_args["objective"], "rounds": budget.rounds, "samples": loop_args["samples"]}
+        store.set_meta("last_invocation", meta)
         with _progress(console, problems, budget.rounds * loop_args["samples"], seeds) as progress:
             optimizer = Optimizer(problems, backend, executor, store, hardware, config, seeds, progress)
             states = asyncio.run(optimizer.run())
