@@ -47,6 +47,9 @@ def main() -> None:
             row["model"] = name
             rows.append(row)
             print(" | ".join(_cell(row.get(c)) for c in COLUMNS), flush=True)
+            for region, r in row["regions"].items():
+                print(f"    {region:18} x{r['x_per_token']:<3} {_ms(r['chosen_ms'])} ms (fallback "
+                      f"{_ms(r['fallback_ms'])})  {r['why'][:90]}", flush=True)
         del model
         torch.cuda.empty_cache()
     result = {"rows": rows}
@@ -59,6 +62,10 @@ def main() -> None:
     print("|" + "---|" * len(COLUMNS))
     for row in rows:
         print("| " + " | ".join(_cell(row.get(c)) for c in COLUMNS) + " |")
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _cell(value) -> str:

@@ -13,6 +13,7 @@ def test_decode_row_on_cpu(tiny_models, cache_dir):
     assert row["token_agreement"] == 1.0
     assert row["teacher_forced_agreement"] == 1.0  # fp32 on the CPU: the same argmax at every step
     assert 0 < row["hercules_roofline_fraction"]
+    assert row["regions"]["lm_head"]["x_per_token"] == 1 and row["regions"]["lm_head"]["chosen_ms"] > 0
 
 
 def test_ablation_structure(tiny_models):

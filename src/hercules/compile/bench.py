@@ -88,6 +88,10 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
     row["hercules_tok_s"] = batch * new_tokens / s
     row["hercules_roofline_fraction"] = row["hercules_tok_s"] / row["roofline_tok_s"]
     row["plan"] = dec.plan.implementations()
+    # Where a step's time goes: per region, calls per token and the chosen / fallback times as
+    # measured in isolation (their weighted sum against the step check shows the launch gaps).
+    row["regions"] = {k: {"x_per_token": d.count_per_token, "chosen_ms": d.chosen_ms, "fallback_ms": d.fallback_ms,
+                          "why": d.why} for k, d in dec.plan.decisions.items()}
     row["step_check"] = dec.plan.step_check
     if eager_out is not None:
         ours = dec.generate(ids, new_tokens)
