@@ -23,7 +23,7 @@ from hercules.compile.presets import build_model
 
 COLUMNS = ("model", "batch", "eager_tok_s", "static_compile_tok_s", "hercules_tok_s", "roofline_tok_s",
            "hercules_roofline_fraction", "speedup_vs_static_compile", "token_agreement",
-           "static_compile_token_agreement", "teacher_forced_agreement", "compile_s")
+           "static_compile_token_agreement", "teacher_forced_agreement", "max_logit_diff", "compile_s", "compile_again_s")
 
 
 def main() -> None:

@@ -12,6 +12,8 @@ def test_decode_row_on_cpu(tiny_models, cache_dir):
     assert row["hercules_tok_s"] > 0 and row["eager_tok_s"] > 0 and row["roofline_tok_s"] > 0
     assert row["token_agreement"] == 1.0
     assert row["teacher_forced_agreement"] == 1.0  # fp32 on the CPU: the same argmax at every step
+    assert not row["cache_hit"] and row["compile_again_cache_hit"]
+    assert 0 <= row["median_step_max_logit_diff"] <= row["max_logit_diff"] < 1e-3
     assert 0 < row["hercules_roofline_fraction"]
     assert row["regions"]["lm_head"]["x_per_token"] == 1 and row["regions"]["lm_head"]["chosen_ms"] > 0
 

@@ -73,7 +73,9 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
     if "eager" in baselines:
         s = time_generate(lambda: hf_eager(model, ids, new_tokens), dev, warmup, reps)
         row["eager_tok_s"] = batch * new_tokens / s
-        eager_out = hf_eager(model, ids, new_tokens)
+        eager = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, output_logits=True,
+                               return_dict_in_generate=True)
+        eager_out, eager_logits = eager.sequences, torch.stack(eager.logits).float()  # [n, B, V]
     if "static_compile" in baselines:  # before compile_model re-points the q/k/v, gate/up weights
         s = time_generate(lambda: hf_static_compile(model, ids, new_tokens), dev, max(warmup, 2), reps)
         row["static_compile_tok_s"] = batch * new_tokens / s
@@ -102,6 +104,17 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
         forced = eager_out[:, prompt_len:]
         _, logits = dec.generate(ids, new_tokens, forced=forced, return_logits=True)
         row["teacher_forced_agreement"] = float((logits.argmax(-1).T.to(forced.device) == forced).float().mean())
+        # the same contexts on both sides: per step, the largest logit difference from HF eager
+        steps = min(len(logits), len(eager_logits))
+        per_step = (logits[:steps].to(eager_logits.device) - eager_logits[:steps]).abs().amax(dim=(1, 2))
+        row["max_logit_diff"] = float(per_step.max())
+        row["median_step_max_logit_diff"] = float(per_step.median())
+    # A second compile of the same model: the decision cache and the built modules are found.
+    t0 = time.perf_counter()
+    again = compile_model(model, batch_size=batch, max_seq_len=prompt_len + new_tokens, **(compile_kwargs or {}))
+    row["compile_again_s"] = time.perf_counter() - t0
+    row["compile_again_cache_hit"] = again.plan.cache_hit
+    del again
     if "static_compile_tok_s" in row:
         row["speedup_vs_static_compile"] = row["hercules_tok_s"] / row["static_compile_tok_s"]
     if "eager_tok_s" in row:
