@@ -63,6 +63,24 @@ def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
     assert verdict.requests["reference.baselines"]["count"] == 1
 
 
+def test_flop_counts_are_kept_per_problem_and_shapes(problem, options):
+    """The second evaluation of a problem reads its FLOP and byte counts from the cache instead of
+    running the reference under the FLOP counter again, and gets the same speed-of-light floor; the
+    candidate worker prepared (device, imports) as a request of its own."""
+    honest = candidate("""
+        def forward(self, x):
+            return torch.relu(self.lin(x)).mul(2.0)
+    """)
+    first = evaluate(problem, honest, options)
+    second = evaluate(problem, honest, options)
+    assert first.status is Status.OK and second.status is Status.OK, (first.error, second.error)
+    assert first.requests["reference.roofline"]["count"] == 1
+    assert "reference.roofline" not in second.requests
+    assert second.sol["flops"] == first.sol["flops"] > 0
+    assert second.sol["min_bytes"] == first.sol["min_bytes"]
+    assert second.requests["candidate.prepare"]["count"] == 1
+
+
 def test_wrong_values_are_incorrect(problem, options):
     verdict = evaluate(problem, candidate("""
         def forward(self, x):
