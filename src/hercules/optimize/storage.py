@@ -159,7 +159,7 @@ class RunStore:
                         tags=tuple(json.loads(r["tags"])), reused=bool(r["reused"])) for r in rows]
 
     def eval_seconds(self) -> float:
-        total = 0.0
-        for r in self._exec("SELECT verdict FROM variants WHERE verdict IS NOT NULL AND reused = 0"):
-            total += float(json.loads(r[0]).get("seconds") or 0.0)
-        return total
+        """Evaluation seconds spent so far (reused verdicts cost nothing), summed inside SQLite."""
+        row = self._exec("SELECT TOTAL(json_extract(verdict, '$.seconds')) FROM variants "
+                         "WHERE verdict IS NOT NULL AND reused = 0").fetchone()
+        return float(row[0])
