@@ -112,3 +112,20 @@ def test_bench_json_on_a_folder_with_candidates(tmp_path):
     assert summary["evaluations"] == 1 and summary["ok"] == 1 and summary["correctness_rate"] == 1.0
     assert (run_dir / "scale_relu" / "printing" / "verdict.json").exists()
     assert (run_dir / "report.html").exists() and (run_dir / "results.sqlite").exists()
+
+
+def test_bench_pipeline_options_reach_the_run(tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    (problems / "scale_relu.py").write_text((FIXTURES / "scale_relu.py").read_text())
+    candidates = tmp_path / "candidates" / "scale_relu"
+    candidates.mkdir(parents=True)
+    for name in ("first", "second"):
+        (candidates / f"{name}.py").write_text(PRINTING_CANDIDATE)
+    result = hercules("bench", str(problems), "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
+                      "--baselines", "eager", "--budget", "0.05", "--run-dir", str(tmp_path / "run"), "--json",
+                      "--cache-dir", str(tmp_path / "cache"), "--pipeline", "--eval-jobs", "2")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ok"] == 2
+    refused = hercules("bench", str(problems), "--eval-jobs", "0")
+    assert refused.returncode == 2 and "eval-jobs" in refused.stderr

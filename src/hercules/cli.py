@@ -152,11 +152,17 @@ def eval_command(problem_path, candidate_path, device, trials, budget, baselines
 @_no_timing_option
 @_cache_option
 @click.option("--run-dir", default=None, help="Resumable run folder (default runs/<timestamp>); rerun to resume.")
-@click.option("--jobs", default=None, type=int, help="Parallel builds (default: CPU count).")
+@click.option("--jobs", default=None, type=click.IntRange(min=1), help="Parallel builds (default: CPU count).")
+@click.option("--eval-jobs", default=None, type=click.IntRange(min=1),
+              help="Evaluations in flight (default 2 on a GPU, 1 on the CPU); measurements still take the "
+                   "device one at a time.")
+@click.option("--pipeline", is_flag=True,
+              help="Start each evaluation as soon as its own build is done, instead of after all builds: "
+                   "faster for many compiled candidates, but compilers then share the host with timings.")
 @click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def bench_command(sources, candidates_dir, device, trials, budget, baselines, no_timing, cache_dir, run_dir, jobs,
-                  name_filter, as_json):
+                  eval_jobs, pipeline, name_filter, as_json):
     """Evaluate problems x candidates into a run folder, a SQLite store and reports.
 
     With no SOURCES: the built-in suite with its example candidates on the local device.
@@ -167,6 +173,7 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
       hercules bench --run-dir runs/nightly            # resume after a kill
       hercules bench KernelBench/level1 --candidates my_kernels/ --device cuda
       hercules bench cuda_l1/h100.json                 # CUDA-L1 records carry their candidates
+      hercules bench my_problems/ --candidates gen/ --pipeline --eval-jobs 3   # many load_inline builds
     """
     from hercules.harness.batch import run_bench
     from hercules.report.bench import collect_items, print_summary, write_reports
@@ -203,7 +210,8 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
                 bar.advance(evals)
                 bar.update(evals, last=f"{label}: {verdict.status.value}")
 
-        rows = run_bench(items, folder, options, build_jobs=jobs, progress=progress)
+        rows = run_bench(items, folder, options, build_jobs=jobs, eval_jobs=eval_jobs, pipeline=pipeline,
+                         progress=progress)
         bar.update(builds, completed=len(items))
     summary = write_reports(rows, folder)
     if as_json:
