@@ -2,7 +2,8 @@
 # Two lanes of gpu_session.sh at once on a two-GPU machine: each lane gets one GPU, half the CPU
 # cores (taskset) and its own cache, so neither lane's builds or measurements touch the other's.
 # Usage: bash benchmarks/gpu_pair.sh "STAGES FOR GPU 0" "STAGES FOR GPU 1" [SECONDS]
-# Env as for gpu_session.sh; LANE0_ENV / LANE1_ENV: extra "NAME=value ..." for one lane only.
+# Env as for gpu_session.sh; LANE0_ENV / LANE1_ENV: extra 'NAME="value" ...' for one lane only.
+# Everything the lanes write comes back as $OUT/lanes.tgz (lane0/, lane1/).
 set -uo pipefail
 OUT=${OUT:-/tmp/hercules-out}
 LIMIT=${3:-570}
@@ -19,3 +20,5 @@ run_lane 0 "$1" "0-$((half - 1))" "${LANE0_ENV:-}" &
 run_lane 1 "$2" "$half-$((cores - 1))" "${LANE1_ENV:-}" &
 wait
 for lane in 0 1; do echo "##### lane $lane"; tail -60 "$OUT/lane$lane/session.log"; done
+# A call brings back at most 8 files: both lanes' outputs travel as one archive.
+tar czf "$OUT/lanes.tgz" -C "$OUT" lane0 lane1 && rm -rf "$OUT/lane0" "$OUT/lane1"
