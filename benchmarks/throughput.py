@@ -125,6 +125,10 @@ def main() -> None:
     if builds:
         print(f"per-candidate build (parallel, wall per build): median {statistics.median(builds):.1f} s, "
               f"min {min(builds):.1f} s, max {max(builds):.1f} s")
+    steps = ninja_step_seconds(cache)
+    if steps:  # which compile dominates a build: the generated main.cpp, the .cu, or the link
+        print("build steps (ninja), median s: " + ", ".join(
+            f"{name} {statistics.median(v):.1f} (n={len(v)})" for name, v in sorted(steps.items())))
     # Where an evaluation's time goes (lock_wait: queued behind another's measurements), by stage
     # and by worker request (round trip).
     stages = median_by_key([row.verdict.phases for row in rows])
@@ -134,6 +138,19 @@ def main() -> None:
     if requests:
         slowest = sorted(requests.items(), key=lambda kv: -kv[1])
         print("per-evaluation requests, median s: " + ", ".join(f"{k} {m:.2f}" for k, m in slowest))
+
+
+def ninja_step_seconds(cache: Path) -> dict[str, list[float]]:
+    """Seconds per build step (main.o, cuda.cuda.o, the .so) from every extension's .ninja_log."""
+    steps: dict[str, list[float]] = {}
+    for log in cache.rglob(".ninja_log"):
+        for line in log.read_text().splitlines():
+            fields = line.split("\t")
+            if line.startswith("#") or len(fields) < 4:
+                continue
+            name = "link" if fields[3].endswith(".so") else fields[3]
+            steps.setdefault(name, []).append((int(fields[1]) - int(fields[0])) / 1e3)
+    return steps
 
 
 def median_by_key(records: list[dict[str, float]]) -> dict[str, float]:
