@@ -63,6 +63,11 @@ class FakeModule:
             return rot
         if name.startswith("attention_"):
             return ref.decode_attention
+        if name.startswith("norm_gemv_swiglu_"):
+            return lambda x, r, nw, eps, w: list(ref.norm_then(ref.gate_up_silu_mul_fused)(x, r, nw, eps, w,
+                                                                                              w.shape[0] // 2))
+        if name.startswith("norm_gemv_"):
+            return lambda x, r, nw, eps, w: list(ref.norm_then(ref.linear)(x, r, nw, eps, w))
         if name.startswith("gemv_swiglu_"):
             return lambda x, w: ref.silu_mul(torch.nn.functional.linear(x, w))
         if name.startswith("gemv_"):
@@ -99,7 +104,7 @@ def test_cuda_candidates_selected_grouped_and_cached(fake_nvcc, tmp_path):
     prefixes = [c[0] for c in fake_nvcc]
     assert sorted(prefixes) == sorted(set(prefixes))
     assert {"add_rmsnorm", "silu_mul", "qk_rotary", "attention"} <= set(prefixes) <= {
-        "add_rmsnorm", "silu_mul", "qk_rotary", "attention", "gemv", "gemv_swiglu"}
+        "add_rmsnorm", "silu_mul", "qk_rotary", "attention", "gemv", "gemv_swiglu", "norm_gemv", "norm_gemv_swiglu"}
     tried = {t.template for d in plan.decisions.values() for t in d.tried}
     assert {"cuda_add_rmsnorm", "cuda_swiglu", "cuda_qk_rotary", "cuda_flash_decode"} <= tried
     for n in ("decode_attention", "residual_rmsnorm", "final_norm", "gate_up_silu_mul", "rotary"):
@@ -167,3 +172,20 @@ def test_gemv_space_respects_batch_and_alignment():
     unaligned = derive_regions(ModelSpec("qwen3", 260, 388, 2, 4, 2, 64, 300, 1e-6, True, "bfloat16", True),
                                batch=1, capacity=64)["down_proj"]  # in_features 388 is not a multiple of 8
     assert any("in_features %" in x for x in check(t, t.space(unaligned)[0], unaligned, H200))
+
+
+def test_norm_gemv_templates_fold_the_norm_into_the_projections(fake_nvcc):
+    """cuda_norm_gemv(_swiglu) pinned, through the stand-in module: both projections carry the
+    residual add + RMSNorm, the implementation table gets the folded entries and no plain ones."""
+    s = spec()
+    regions = derive_regions(s, batch=2, capacity=64)
+    weights = RegionWeights(None, s, device="cpu", seed=0)
+    force = {"qkv_proj": "cuda_norm_gemv", "gate_up_silu_mul": "cuda_norm_gemv_swiglu"}
+    res = select(regions, weights, device=torch.device("cpu"), device_info=H200, advisor=RuleAdvisor(),
+                 budget=0, languages=("torch", "cuda"), force=force)
+    for region, template in force.items():
+        d = res.plan.decisions[region]
+        assert d.template == template and d.fuses == ["residual_rmsnorm"], (region, d.why)
+        assert "folded in" in d.why
+        assert ref.norm_fused_key(region) in res.impls and region not in res.impls
+    assert "residual_rmsnorm" in res.impls or res.plan.decisions["residual_rmsnorm"].lang == "torch"

@@ -28,6 +28,8 @@ NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_flash_decod
     # the GEMV in both modes, with and without split-K, plain and with the SwiGLU epilogue
     ("float32", "1,2", "triton_gemv", "gate_up_silu_mul,o_proj"),
     ("bfloat16", "2", NON_GEMV, ""),
+    # residual add + RMSNorm folded into QKV and gate/up (with the SwiGLU epilogue)
+    ("bfloat16", "1,3", "triton_norm_gemv", ""),
 ])
 def test_triton_templates_match_references_under_interpreter(dtype, batches, templates, regions):
     args = ["-m", "hercules.compile.selfcheck", "--lang", "triton", "--device", "cpu", "--dtype", dtype,
@@ -48,6 +50,8 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
         assert ("triton_kv_write", "kv_write") in kinds
         # fused q/k-norm + rotary was exercised on the Qwen3 shapes
         assert any(r["template"] == "triton_qk_rotary" and r["params"]["HAS_NORM"] == 1 for r in out["results"])
+    elif templates == "triton_norm_gemv":
+        assert kinds == {("triton_norm_gemv", "qkv_proj"), ("triton_norm_gemv", "gate_up_silu_mul")}
     else:
         modes = {(r["params"]["MODE"], r["params"]["SPLIT_K"] > 1) for r in out["results"] if r["template"] == "triton_gemv"}
         assert modes == {("reduce", False), ("reduce", True), ("dot", False), ("dot", True)}
@@ -88,3 +92,41 @@ def test_decode_with_triton_kernels_pinned_matches_hf_eager(tmp_path):
         assert r["plan"]["kv_write"].startswith("triton_kv_write"), r["plan"]
     assert res["tiny-qwen3"]["fused"] is True
     assert res["tiny-qwen3"]["plan"]["qk_norm"] == res["tiny-qwen3"]["plan"]["rotary"]
+
+
+def test_decode_with_the_norm_folded_into_the_projections_matches_hf_eager(tmp_path):
+    """triton_norm_gemv pinned on QKV and gate/up (interpreted): the residual add + RMSNorm runs
+    inside the projection kernels, the plan says so, and HF's greedy tokens are reproduced."""
+    code = textwrap.dedent(f"""
+        import json, torch
+        torch.set_num_threads(1)
+        from hercules.compile import compile_model, build_model
+        res = {{}}
+        for name in ("tiny-llama", "tiny-qwen3"):
+            m = build_model(name, seed=1)
+            ids = torch.randint(0, 512, (2, 6), generator=torch.Generator().manual_seed(0))
+            ref = m.generate(ids, max_new_tokens=10, do_sample=False)
+            force = {{"qkv_proj": "triton_norm_gemv", "gate_up_silu_mul": "triton_norm_gemv"}}
+            dec = compile_model(m, languages=("torch", "triton"), budget=0, force=force, max_seq_len=32,
+                                step_check=False, batch_size=2, cache_dir=r"{tmp_path}")
+            out = dec.generate(ids, 10)
+            d = dec.plan.decisions
+            res[name] = dict(match=bool(torch.equal(out, ref)), plan=dec.plan.implementations(),
+                             fuses=[d["qkv_proj"].fuses, d["gate_up_silu_mul"].fuses],
+                             impls=sorted(k for k in dec.runtime.impls if "+" in k))
+            # a second compile loads the fused choices from the decision cache
+            again = compile_model(m, languages=("torch", "triton"), budget=0, force=force, max_seq_len=32,
+                                  step_check=False, batch_size=2, cache_dir=r"{tmp_path}")
+            res[name]["cached"] = dict(hit=again.plan.cache_hit, match=bool(torch.equal(again.generate(ids, 10), ref)),
+                                       impls=sorted(k for k in again.runtime.impls if "+" in k))
+        print(json.dumps(res))
+    """)
+    p = _run([], code=code, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    for name, r in res.items():
+        assert r["match"], (name, r)
+        assert r["fuses"] == [["residual_rmsnorm"], ["residual_rmsnorm"]], r
+        assert r["plan"]["qkv_proj"].startswith("triton_norm_gemv"), r["plan"]
+        assert r["impls"] == ["residual_rmsnorm+gate_up_silu_mul", "residual_rmsnorm+qkv_proj"], r
+        assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]

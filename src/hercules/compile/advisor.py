@@ -259,7 +259,20 @@ def order_candidates(cat: RegionCatalog, advice: RegionAdvice | None, *, seed: i
                 miss += vals.index(v) / (10 * max(1, len(vals)))  # earlier hinted values first
         return (r, miss, i)
 
-    ordered = [s for _, s in sorted(enumerate(keep), key=key)]
+    # Round-robin over the prioritised templates (each one's best-hinted point, then each one's
+    # second, ...): a small measurement budget then sees every template the advice ranks instead of
+    # spending itself on the first template's space. Unranked templates follow.
+    groups: dict[str, list] = {}
+    for item in sorted(enumerate(keep), key=key):
+        s = item[1]
+        groups.setdefault(s.id if s.id in rank else s.template, []).append(s)
+    ranked = [g for g in groups if g in rank or groups[g][0].template in rank]
+    ordered: list[CandidateSpec] = []
+    for level in range(max((len(groups[g]) for g in ranked), default=0)):
+        ordered.extend(groups[g][level] for g in ranked if level < len(groups[g]))
+    for g in groups:
+        if g not in ranked:
+            ordered.extend(groups[g])
     return [cat.fallback, *ordered], pruned
 
 
@@ -320,10 +333,16 @@ class RuleAdvisor(Advisor):
             if r.kind in ("qkv_proj", "o_proj", "down_proj", "lm_head", "gate_up_silu_mul"):
                 n = r.attr("out_features") // (2 if r.kind == "gate_up_silu_mul" else 1)
                 k = r.attr("in_features")
+                # the norm-folded variants save two kernels a layer; measured like the rest
                 if r.kind == "gate_up_silu_mul":
-                    pri = ["cuda_gemv_swiglu", "triton_gemv", "torch_fused", "cuda_swiglu", "triton_swiglu"]
+                    pri = ["cuda_gemv_swiglu", "cuda_norm_gemv_swiglu", "triton_gemv", "triton_norm_gemv",
+                           "torch_fused", "cuda_swiglu", "triton_swiglu"]
+                elif r.kind == "qkv_proj":
+                    pri = ["triton_gemv", "cuda_norm_gemv", "cuda_gemv", "triton_norm_gemv", "torch_fused"]
                 else:
                     pri = ["triton_gemv", "cuda_gemv", "torch_fused"]
+                if r.kind in ("qkv_proj", "gate_up_silu_mul"):
+                    hints["triton_norm_gemv"] = {"BLOCK_N": [16, 32], "BLOCK_K": [128, 256], "num_warps": [4]}
                 # enough programs to cover the SMs twice: n / BLOCK_N * SPLIT_K >= 2 * SMs
                 split = 1
                 while n // 64 * split < 2 * sms and split < 8 and k // (128 * split * 2) >= 1:
@@ -333,8 +352,10 @@ class RuleAdvisor(Advisor):
                                         "num_warps": [4]}
                 # one warp per ROWS output rows: a few thousand warps keep every SM streaming
                 rows = [4, 2] if n >= 64 * sms else [1, 2]
-                hints["cuda_gemv_swiglu" if r.kind == "gate_up_silu_mul" else "cuda_gemv"] = {
-                    "WARPS": [4, 8], "ROWS": rows, "UNROLL": [4, 2]}
+                cuda_gemvs = {"gate_up_silu_mul": ("cuda_gemv_swiglu", "cuda_norm_gemv_swiglu"),
+                              "qkv_proj": ("cuda_gemv", "cuda_norm_gemv")}.get(r.kind, ("cuda_gemv",))
+                for template in cuda_gemvs:
+                    hints[template] = {"WARPS": [4, 8], "ROWS": rows, "UNROLL": [4, 2]}
                 if r.kind == "gate_up_silu_mul":
                     hints["cuda_swiglu"] = {"VEC": [16 // es], "THREADS": [256], "FAST_EXP": [0]}
                     hints["triton_swiglu"] = {"BLOCK": [1024], "num_warps": [4]}

@@ -58,6 +58,27 @@ def residual_rmsnorm(x, residual, weight, eps):
 
 final_norm = residual_rmsnorm
 
+# Projections that can take the residual add + RMSNorm before them into their own kernel
+# (fuses=("residual_rmsnorm",)), and the norm weight each one reads.
+NORM_FUSABLE = {"qkv_proj": "in_norm", "gate_up_silu_mul": "post_norm"}
+
+
+def norm_fused_key(kind: str) -> str:
+    """The implementation-table entry of a projection with the residual add + RMSNorm folded in."""
+    return f"residual_rmsnorm+{kind}"
+
+
+def norm_then(projection):
+    """The reference of a projection with the residual add + RMSNorm folded in front of it:
+    ``fn(x, residual, norm_weight, eps, weight, *rest) -> (*outputs, new_residual)``."""
+
+    def fused(x, residual, norm_weight, eps, weight, *rest):
+        normed, h = residual_rmsnorm(x, residual, norm_weight, eps)
+        out = projection(normed, weight, *rest)
+        return (*out, h) if isinstance(out, tuple) else (out, h)
+
+    return fused
+
 
 def qkv_proj_split(x, weight, q_size: int, kv_size: int):
     """Three GEMMs over views of the fused weight: op for op what HF does (the exact fallback)."""

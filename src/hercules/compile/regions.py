@@ -248,7 +248,7 @@ def derive_regions(model_or_spec, batch: int = 1, capacity: int = 256) -> dict[s
     add("qkv_proj", L,
         [_contig("x", (B, H), dt), _contig("weight", (QKV, H), dt)],
         [_contig("qkv", (B, QKV), dt)],
-        {"in_features": H, "out_features": QKV, "q": Q, "kv": KV}, 2 * B * H * QKV,
+        {"in_features": H, "out_features": QKV, "q": Q, "kv": KV, "norm_eps": s.eps}, 2 * B * H * QKV,
         (QKV * H + B * H + B * QKV) * es)
     q_view = TensorSpec("q", (B, nq, hd), dt, (QKV, hd, 1))
     k_view = TensorSpec("k", (B, nkv, hd), dt, (QKV, hd, 1))
@@ -285,7 +285,7 @@ def derive_regions(model_or_spec, batch: int = 1, capacity: int = 256) -> dict[s
     add("gate_up_silu_mul", L,
         [_contig("x", (B, H), dt), _contig("weight", (2 * I, H), dt)],
         [_contig("out", (B, I), dt)],
-        {"in_features": H, "out_features": 2 * I, "intermediate": I},
+        {"in_features": H, "out_features": 2 * I, "intermediate": I, "norm_eps": s.eps},
         2 * B * H * 2 * I + 5 * B * I, (2 * I * H + B * H + B * I) * es)
     add("down_proj", L,
         [_contig("x", (B, I), dt), _contig("weight", (H, I), dt)],

@@ -28,6 +28,9 @@ from . import reference as ref
 from .reference import Sampling
 from .regions import ModelSpec, model_spec
 
+NORM_QKV = ref.norm_fused_key("qkv_proj")
+NORM_GATE_UP = ref.norm_fused_key("gate_up_silu_mul")
+
 DEFAULT_IMPLS: dict[str, Callable] = {
     "embedding": ref.embedding,
     "residual_rmsnorm": ref.residual_rmsnorm,
@@ -262,8 +265,11 @@ class DecodeRuntime:
         sin = st.sin.index_select(0, st.pos)
         for li, lw in enumerate(w.layers):
             kc, vc = st.k_cache[li], st.v_cache[li]
-            n, h = f["residual_rmsnorm"](x, h, lw.in_norm, eps)
-            q, k, v = f["qkv_proj"](n, lw.qkv, s.q_size, s.kv_size)
+            if NORM_QKV in f:  # residual add + RMSNorm folded into the QKV projection
+                q, k, v, h = f[NORM_QKV](x, h, lw.in_norm, eps, lw.qkv, s.q_size, s.kv_size)
+            else:
+                n, h = f["residual_rmsnorm"](x, h, lw.in_norm, eps)
+                q, k, v = f["qkv_proj"](n, lw.qkv, s.q_size, s.kv_size)
             q = q.view(B, nq, hd)
             k = k.view(B, nkv, hd)
             v = v.view(B, nkv, hd)
@@ -275,8 +281,11 @@ class DecodeRuntime:
             f["kv_write"](k, v, kc, vc, st.pos)
             o = f["decode_attention"](q, kc, vc, st.pos, self.scale)
             a = f["o_proj"](o.reshape(B, nq * hd), lw.o)
-            n, h = f["residual_rmsnorm"](a, h, lw.post_norm, eps)
-            m = f["gate_up_silu_mul"](n, lw.gate_up, s.intermediate)
+            if NORM_GATE_UP in f:
+                m, h = f[NORM_GATE_UP](a, h, lw.post_norm, eps, lw.gate_up, s.intermediate)
+            else:
+                n, h = f["residual_rmsnorm"](a, h, lw.post_norm, eps)
+                m = f["gate_up_silu_mul"](n, lw.gate_up, s.intermediate)
             x = f["down_proj"](m, lw.down)
         n, h = f["final_norm"](x, h, w.final_norm, eps)
         return f["lm_head"](n, w.lm_head)

@@ -34,6 +34,7 @@ from hercules.fileio import write_text_atomic
 
 from . import advisor as adv_mod
 from .constraints import DeviceInfo, check as constraint_check
+from .reference import NORM_FUSABLE, norm_fused_key
 from .regions import Region
 from .templates import find_template, fallback_spec, templates_for
 from .templates.base import Candidate, CandidateSpec
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PLAN_VERSION = 1
 FUSED_PAIR = ("qk_norm", "rotary")  # a rotary candidate with fuses=("qk_norm",) serves both
+
 
 
 @dataclass
@@ -394,7 +396,7 @@ def select(
         for n, r in regions.items():
             if r.kind in FUSED_PAIR and "qk_norm" in regions and "rotary" in regions:
                 continue
-            b = best(n)
+            b = best(n, False if r.kind in NORM_FUSABLE else None)  # fused ones also do the norm
             total += r.count_per_token * (b.median_ms if b else 0.0)
         if "qk_norm" in regions and "rotary" in regions:
             rot_plain, qkn, rot_fused = best("rotary", False), best("qk_norm"), best("rotary", True)
@@ -482,6 +484,27 @@ def select(
             q.why = f"fused into rotary ({fz.id})"
             impls["qk_norm"] = None  # not called: the rotary implementation applies the norm
 
+    # The residual add + RMSNorm folded into the projection after it: kept where one fused kernel
+    # beats the two it replaces (the norm's own decision stays: final_norm and any unfused
+    # consumer still use it).
+    for n, r in regions.items():
+        if r.kind not in NORM_FUSABLE or "residual_rmsnorm" not in decisions:
+            continue
+        fz = best(n, True)
+        norm_ms, proj_ms = decisions["residual_rmsnorm"].chosen_ms, decisions[n].chosen_ms
+        pins = force.get(r.kind) or force.get(n)
+        pinned = bool(pins and fz and _match(_trial_spec(fz, r.kind), pins))
+        if fz and norm_ms is not None and proj_ms is not None and (
+                pinned or fz.median_ms < (norm_ms + proj_ms) * (1 - margin)):
+            d = decisions[n]
+            d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
+            d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
+            d.build_group = build_groups.get((n, fz.id))
+            d.why = (f"residual add + RMSNorm folded in: {fz.median_ms:.4f} ms vs {norm_ms:.4f} + {proj_ms:.4f} ms "
+                     "as two kernels" + (" (pinned)" if pinned else ""))
+            impls[norm_fused_key(r.kind)] = cands_by[n][fz.id].fn
+            impls.pop(r.kind, None)
+
     plan = Plan(
         model={}, device=device_info.name, batch=next(iter(regions.values())).batch,
         capacity=next((r.attr("capacity") for r in regions.values() if r.attr("capacity")), 0),
@@ -530,6 +553,9 @@ def load_cached(plan_json: dict[str, Any], regions: dict[str, Region], weights: 
             if not ok:
                 log.warning("cached choice %s for %s fails its check now: %s", d.implementation, n, msg)
                 return None
+        if r.kind in NORM_FUSABLE and "residual_rmsnorm" in d.fuses:
+            impls[norm_fused_key(r.kind)] = c.fn
+            continue
         impls[r.kind] = c.fn
         if r.kind == "rotary" and d.fuses:
             fused = True

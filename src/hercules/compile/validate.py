@@ -44,6 +44,7 @@ class RegionWeights:
             table = {
                 "embed": lambda: self.mw.embed,
                 "in_norm": lambda: lw.in_norm,
+                "post_norm": lambda: lw.post_norm,
                 "final_norm": lambda: self.mw.final_norm,
                 "qkv": lambda: lw.qkv,
                 "o": lambda: lw.o,
@@ -58,7 +59,8 @@ class RegionWeights:
                 return t
         shapes = {
             "embed": ((region.attr("vocab", 0), region.attr("hidden", 0)), 1.0, 0.0),
-            "in_norm": ((region.attr("hidden", 0),), 0.1, 1.0),
+            "in_norm": ((region.attr("hidden", 0) or region.attr("in_features", 0),), 0.1, 1.0),
+            "post_norm": ((region.attr("hidden", 0) or region.attr("in_features", 0),), 0.1, 1.0),
             "final_norm": ((region.attr("hidden", 0),), 0.1, 1.0),
             "q_norm": ((region.attr("head_dim", 0),), 0.1, 1.0),
             "k_norm": ((region.attr("head_dim", 0),), 0.1, 1.0),
@@ -94,6 +96,12 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool = False, se
         h = region.attr("hidden")
         w = weights.get("final_norm" if k == "final_norm" else "in_norm", region, layer)
         return (randn(B, h), randn(B, h), w, region.attr("eps"))
+    if fused and k in ref.NORM_FUSABLE:
+        # the projection's input before the residual add + RMSNorm folded into it
+        h = region.attr("in_features")
+        plain = make_args(region, weights, fused=False, seed=seed, trial=trial, layer=layer)
+        norm_w = weights.get(ref.NORM_FUSABLE[k], region, layer)
+        return (randn(B, h), randn(B, h), norm_w, region.attr("norm_eps"), *plain[1:])
     if k == "qkv_proj":
         return (randn(B, region.attr("in_features")), weights.get("qkv", region, layer), region.attr("q"),
                 region.attr("kv"))
@@ -140,6 +148,8 @@ def reference_fn(region: Region, fused: bool = False) -> Callable:
 
     if region.kind == "rotary":
         return ref.rotary  # with norm weights in the args it is qk_norm + rotary
+    if fused and region.kind in ref.NORM_FUSABLE:
+        return ref.norm_then(fallback_template(region).fn)
     return fallback_template(region).fn
 
 

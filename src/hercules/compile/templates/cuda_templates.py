@@ -12,6 +12,7 @@ reference closely in bf16/fp16.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from string import Template as S
 from typing import Any
 
@@ -405,6 +406,69 @@ at::Tensor attention_${ID}(at::Tensor q, at::Tensor kc, at::Tensor vc, at::Tenso
 }
 """)
 
+# The warp-per-output-rows product both GEMV kernels share (from the accumulators to the stores);
+# @XROW@ is where a warp reads its batch rows (global memory, or the normalised rows in shared memory).
+WARP_GEMV = r"""
+  float acc[NW][MB];
+#pragma unroll
+  for (int q = 0; q < NW; ++q)
+#pragma unroll
+    for (int b = 0; b < MB; ++b) acc[q][b] = 0.f;
+#pragma unroll ${UNROLL}
+  for (int k = lane * VEC; k < K; k += 32 * VEC) {
+    float xv[MB][VEC];
+#pragma unroll
+    for (int b = 0; b < MB; ++b) {
+      if (b < m) {
+        const V t = *reinterpret_cast<const V*>(@XROW@);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) xv[b][j] = static_cast<float>(t.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) xv[b][j] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < NW; ++q) {
+      const int out_row = n0 + (q % ROWS);
+      if (out_row < OUT) {
+        const int64_t wrow = q < ROWS ? out_row : out_row + I;
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w + wrow * K + k));
+        const V wv = *reinterpret_cast<const V*>(&raw);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float wf = static_cast<float>(wv.v[j]);
+#pragma unroll
+          for (int b = 0; b < MB; ++b) acc[q][b] = fmaf(wf, xv[b][j], acc[q][b]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < NW; ++q)
+#pragma unroll
+    for (int b = 0; b < MB; ++b) acc[q][b] = warp_sum(acc[q][b]);
+  if (lane != 0) return;
+#pragma unroll
+  for (int q = 0; q < ROWS; ++q) {
+    const int n = n0 + q;
+    if (n >= OUT) break;
+#pragma unroll
+    for (int b = 0; b < MB; ++b) {
+      if (b >= m) break;
+      if constexpr (SWIGLU) {
+        const float g = static_cast<float>(static_cast<T>(acc[q][b]));
+        const float u = static_cast<float>(static_cast<T>(acc[ROWS + q][b]));
+        const T sg = static_cast<T>(g / (1.f + expf(-g)));
+        y[b * sy + n] = static_cast<T>(static_cast<float>(sg) * u);
+      } else {
+        y[b * sy + n] = static_cast<T>(acc[q][b]);
+      }
+    }
+  }
+}
+"""
+
 GEMV = S(r"""
 namespace hercules_k {
 // y[m, n] = sum_k x[m, k] * w[n, k] for the few rows m of a decode step. One warp owns ROWS output
@@ -428,65 +492,7 @@ __global__ void __launch_bounds__(${WARPS} * 32) ${FN}_k_${ID}(
   const int lane = threadIdx.x & 31;
   const int n0 = (static_cast<int>(blockIdx.x) * ${WARPS} + static_cast<int>(threadIdx.x >> 5)) * ROWS;
   if (n0 >= OUT) return;
-  float acc[NW][MB];
-#pragma unroll
-  for (int r = 0; r < NW; ++r)
-#pragma unroll
-    for (int b = 0; b < MB; ++b) acc[r][b] = 0.f;
-#pragma unroll ${UNROLL}
-  for (int k = lane * VEC; k < K; k += 32 * VEC) {
-    float xv[MB][VEC];
-#pragma unroll
-    for (int b = 0; b < MB; ++b) {
-      if (b < m) {
-        const V t = *reinterpret_cast<const V*>(x + b * sx + k);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) xv[b][j] = static_cast<float>(t.v[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) xv[b][j] = 0.f;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < NW; ++r) {
-      const int out_row = n0 + (r % ROWS);
-      if (out_row < OUT) {
-        const int64_t wrow = r < ROWS ? out_row : out_row + I;
-        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w + wrow * K + k));
-        const V wv = *reinterpret_cast<const V*>(&raw);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float wf = static_cast<float>(wv.v[j]);
-#pragma unroll
-          for (int b = 0; b < MB; ++b) acc[r][b] = fmaf(wf, xv[b][j], acc[r][b]);
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < NW; ++r)
-#pragma unroll
-    for (int b = 0; b < MB; ++b) acc[r][b] = warp_sum(acc[r][b]);
-  if (lane != 0) return;
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const int n = n0 + r;
-    if (n >= OUT) break;
-#pragma unroll
-    for (int b = 0; b < MB; ++b) {
-      if (b >= m) break;
-      if constexpr (SWIGLU) {
-        const float g = static_cast<float>(static_cast<T>(acc[r][b]));
-        const float u = static_cast<float>(static_cast<T>(acc[ROWS + r][b]));
-        const T sg = static_cast<T>(g / (1.f + expf(-g)));
-        y[b * sy + n] = static_cast<T>(static_cast<float>(sg) * u);
-      } else {
-        y[b * sy + n] = static_cast<T>(acc[r][b]);
-      }
-    }
-  }
-}
-}  // namespace hercules_k
+""" + WARP_GEMV.replace("@XROW@", "x + b * sx + k") + r"""}  // namespace hercules_k
 
 at::Tensor ${FN}_${ID}(at::Tensor x, at::Tensor w) {
   using T = ${T};
@@ -512,6 +518,95 @@ at::Tensor ${FN}_${ID}(at::Tensor x, at::Tensor w) {
 }
 """)
 
+NORM_GEMV = S(r"""
+namespace hercules_k {
+// The residual add + RMSNorm folded into the projection after it. Each block rebuilds the
+// normalised rows in shared memory (h = residual + x rounded to T as HF adds; T(w * T(h * rstd)))
+// from the few-KB hidden rows, block 0 also writes h as the next residual; then each warp owns ROWS
+// output rows as in the plain GEMV, reading the normalised rows from shared memory.
+__global__ void __launch_bounds__(${WARPS} * 32) ${FN}_k_${ID}(
+    const ${T}* __restrict__ x, const ${T}* __restrict__ r, const ${T}* __restrict__ nw,
+    const ${T}* __restrict__ w, ${T}* __restrict__ y, ${T}* __restrict__ hout,
+    int64_t sx, int64_t sr, int64_t sy, int64_t sh, int m, float eps) {
+  using T = ${T};
+  constexpr int K = ${K};
+  constexpr int VEC = ${VEC};
+  constexpr int ROWS = ${ROWS};
+  constexpr int MB = ${MB};
+  constexpr int THREADS = ${WARPS} * 32;
+  constexpr bool SWIGLU = ${SWIGLU};
+  constexpr int I = ${I};
+  constexpr int OUT = ${OUT};
+  constexpr int NW = SWIGLU ? 2 * ROWS : ROWS;
+  using V = Vec<T, VEC>;
+  __shared__ __align__(16) T xs[MB * K];
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int b = 0; b < m; ++b) {
+    float ss = 0.f;
+    for (int k = tid * VEC; k < K; k += THREADS * VEC) {
+      const V xv = *reinterpret_cast<const V*>(x + b * sx + k);
+      const V rv = *reinterpret_cast<const V*>(r + b * sr + k);
+      V hv;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        hv.v[j] = static_cast<T>(static_cast<float>(rv.v[j]) + static_cast<float>(xv.v[j]));
+        const float hf = static_cast<float>(hv.v[j]);
+        ss += hf * hf;
+      }
+      *reinterpret_cast<V*>(xs + b * K + k) = hv;
+      if (blockIdx.x == 0) *reinterpret_cast<V*>(hout + b * sh + k) = hv;
+    }
+    ss = block_sum<THREADS>(ss);
+    __syncthreads();  // block_sum's scratch is reused by the next row
+    const float rstd = rsqrtf(ss / static_cast<float>(K) + eps);
+    for (int k = tid * VEC; k < K; k += THREADS * VEC) {
+      V hv = *reinterpret_cast<const V*>(xs + b * K + k);
+      const V wv = *reinterpret_cast<const V*>(nw + k);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const T nrm = static_cast<T>(static_cast<float>(hv.v[j]) * rstd);
+        hv.v[j] = static_cast<T>(static_cast<float>(wv.v[j]) * static_cast<float>(nrm));
+      }
+      *reinterpret_cast<V*>(xs + b * K + k) = hv;
+    }
+  }
+  __syncthreads();
+  const int lane = tid & 31;
+  const int n0 = (static_cast<int>(blockIdx.x) * ${WARPS} + (tid >> 5)) * ROWS;
+  if (n0 >= OUT) return;
+""" + WARP_GEMV.replace("@XROW@", "xs + b * K + k") + r"""}  // namespace hercules_k
+
+std::vector<at::Tensor> ${FN}_${ID}(at::Tensor x, at::Tensor r, at::Tensor nw, double eps, at::Tensor w) {
+  using T = ${T};
+  constexpr int VEC = ${VEC};
+  TORCH_CHECK(x.is_cuda() && x.dim() == 2 && r.dim() == 2 && nw.dim() == 1 && w.dim() == 2,
+              "${FN}: expects x[B,K], residual[B,K], norm weight[K], w[N,K] on CUDA");
+  TORCH_CHECK(x.scalar_type() == ${ST} && r.scalar_type() == ${ST} && nw.scalar_type() == ${ST} &&
+              w.scalar_type() == ${ST}, "${FN}: dtype mismatch");
+  TORCH_CHECK(x.size(1) == ${K} && r.size(1) == ${K} && nw.size(0) == ${K} && w.size(1) == ${K} && w.size(0) == ${N},
+              "${FN}: built for K=${K}, N=${N}");
+  TORCH_CHECK(x.size(0) <= ${MB} && r.size(0) == x.size(0), "${FN}: built for at most ${MB} rows");
+  TORCH_CHECK(x.stride(1) == 1 && r.stride(1) == 1 && x.stride(0) % VEC == 0 && r.stride(0) % VEC == 0 &&
+              nw.is_contiguous() && w.is_contiguous(), "${FN}: layout");
+  TORCH_CHECK(hercules_k::aligned_to(x.data_ptr(), 16) && hercules_k::aligned_to(r.data_ptr(), 16) &&
+              hercules_k::aligned_to(nw.data_ptr(), 16) && hercules_k::aligned_to(w.data_ptr(), 16),
+              "${FN}: misaligned pointer");
+  const int64_t B = x.size(0);
+  auto y = at::empty({B, ${OUT}}, x.options());
+  auto h = at::empty({B, ${K}}, x.options());
+  if (B == 0) return {y, h};
+  const c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  constexpr int per_block = ${WARPS} * ${ROWS};
+  const unsigned blocks = static_cast<unsigned>((${OUT} + per_block - 1) / per_block);
+  hercules_k::${FN}_k_${ID}<<<blocks, ${WARPS} * 32, 0, stream>>>(
+      x.data_ptr<T>(), r.data_ptr<T>(), nw.data_ptr<T>(), w.data_ptr<T>(), y.data_ptr<T>(), h.data_ptr<T>(),
+      x.stride(0), r.stride(0), y.stride(0), h.stride(0), static_cast<int>(B), static_cast<float>(eps));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {y, h};
+}
+""")
+
 DECLS = {
     "add_rmsnorm": "std::vector<at::Tensor> add_rmsnorm_${ID}(at::Tensor x, at::Tensor r, at::Tensor w, double eps);",
     "silu_mul": "at::Tensor silu_mul_${ID}(at::Tensor gu);",
@@ -520,6 +615,10 @@ DECLS = {
     "attention": "at::Tensor attention_${ID}(at::Tensor q, at::Tensor kc, at::Tensor vc, at::Tensor pos, double scale);",
     "gemv": "at::Tensor gemv_${ID}(at::Tensor x, at::Tensor w);",
     "gemv_swiglu": "at::Tensor gemv_swiglu_${ID}(at::Tensor x, at::Tensor w);",
+    "norm_gemv": ("std::vector<at::Tensor> norm_gemv_${ID}(at::Tensor x, at::Tensor r, at::Tensor nw, double eps, "
+                  "at::Tensor w);"),
+    "norm_gemv_swiglu": ("std::vector<at::Tensor> norm_gemv_swiglu_${ID}(at::Tensor x, at::Tensor r, at::Tensor nw, "
+                         "double eps, at::Tensor w);"),
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -786,8 +885,49 @@ class CudaGemvSwiGLU(CudaGemv):
         return gate_up_silu_mul
 
 
+class CudaNormGemv(CudaGemv):
+    """cuda_gemv with the residual add + RMSNorm before it folded in (QKV): the block rebuilds the
+    normalised rows in shared memory, block 0 writes the new residual; two kernels fewer a layer."""
+
+    name = "cuda_norm_gemv"
+    kinds = ("qkv_proj",)
+    source = NORM_GEMV
+    entry = "norm_gemv"
+
+    def fuses(self, p, region):
+        return ("residual_rmsnorm",)
+
+    def requirements(self, p, region):
+        req = super().requirements(p, region)
+        smem = region.batch * region.attr("in_features") * _es(region) + 32 * 4
+        return replace(req, smem_bytes=smem, at_most=(("static shared memory (bytes)", smem, 48 * 1024),))
+
+    def wrap(self, fn, p, region):
+        def norm_qkv_proj(x, residual, norm_weight, eps, weight, q_size, kv_size):
+            qkv, h = fn(x, residual, norm_weight, float(eps), weight)
+            return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :], h
+
+        return norm_qkv_proj
+
+
+class CudaNormGemvSwiGLU(CudaNormGemv):
+    """The gate/up product with the norm folded in front and SwiGLU in the epilogue."""
+
+    name = "cuda_norm_gemv_swiglu"
+    kinds = ("gate_up_silu_mul",)
+    entry = "norm_gemv_swiglu"
+    swiglu = True
+
+    def wrap(self, fn, p, region):
+        def norm_gate_up_silu_mul(x, residual, norm_weight, eps, weight, intermediate):
+            out, h = fn(x, residual, norm_weight, float(eps), weight)
+            return out, h
+
+        return norm_gate_up_silu_mul
+
+
 CUDA_TEMPLATES: list[Template] = [CudaAddRMSNorm(), CudaSiluMul(), CudaQKRotary(), CudaAttention(), CudaGemv(),
-                                  CudaGemvSwiGLU()]
+                                  CudaGemvSwiGLU(), CudaNormGemv(), CudaNormGemvSwiGLU()]
 
 
 def render_all(region: Region, template: CudaTemplate, params_list=None) -> str:

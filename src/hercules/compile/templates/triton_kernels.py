@@ -253,6 +253,20 @@ def decode_attention(q, k_cache, v_cache, pos, scale, *, BLOCK_N, SPLITS, num_wa
 
 
 @triton.jit
+def _store_product(PTRS, acc, acc_u, mask, SWIGLU: tl.constexpr):
+    """Store the fp32 product rounded to the output dtype; with SWIGLU, silu(gate) * up rounded
+    where PyTorch rounds (the gate, the up, the silu, the product)."""
+    dt = PTRS.dtype.element_ty
+    if SWIGLU:
+        gte = acc.to(dt).to(tl.float32)
+        up = acc_u.to(dt).to(tl.float32)
+        s = (gte / (1.0 + tl.exp(-gte))).to(dt).to(tl.float32)
+        tl.store(PTRS, (s * up).to(dt), mask=mask)
+    else:
+        tl.store(PTRS, acc.to(dt), mask=mask)
+
+
+@triton.jit
 def _gemv_kernel(X, W, OUT, WS, M, N, K, sxm, swn, som, I,
                  BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                  K_TILES: tl.constexpr, REDUCE: tl.constexpr, SWIGLU: tl.constexpr, IEEE: tl.constexpr):
@@ -289,14 +303,7 @@ def _gemv_kernel(X, W, OUT, WS, M, N, K, sxm, swn, som, I,
                 acc_u += tl.dot(x, tl.trans(wu), input_precision="tf32")
     omask = rmask[:, None] & cmask[None, :]
     if SPLIT_K == 1:
-        dt = OUT.dtype.element_ty
-        if SWIGLU:
-            gte = acc.to(dt).to(tl.float32)
-            up = acc_u.to(dt).to(tl.float32)
-            s = (gte / (1.0 + tl.exp(-gte))).to(dt).to(tl.float32)
-            tl.store(OUT + rows[:, None] * som + cols[None, :], (s * up).to(dt), mask=omask)
-        else:
-            tl.store(OUT + rows[:, None] * som + cols[None, :], acc.to(dt), mask=omask)
+        _store_product(OUT + rows[:, None] * som + cols[None, :], acc, acc_u, omask, SWIGLU)
     else:
         # fp32 partials [SPLIT_K, (2,) M, nout]; the reduce kernel sums them in split order
         base = WS + split * (2 if SWIGLU else 1) * M * nout
@@ -317,14 +324,7 @@ def _gemv_reduce_kernel(WS, OUT, M, NOUT, som, SPLIT_K: tl.constexpr, BLOCK: tl.
         acc += tl.load(WS + s * stride + row * NOUT + cols, mask=mask, other=0.0)
         if SWIGLU:
             acc_u += tl.load(WS + s * stride + M * NOUT + row * NOUT + cols, mask=mask, other=0.0)
-    dt = OUT.dtype.element_ty
-    if SWIGLU:
-        gte = acc.to(dt).to(tl.float32)
-        up = acc_u.to(dt).to(tl.float32)
-        sg = (gte / (1.0 + tl.exp(-gte))).to(dt).to(tl.float32)
-        tl.store(OUT + row * som + cols, (sg * up).to(dt), mask=mask)
-    else:
-        tl.store(OUT + row * som + cols, acc.to(dt), mask=mask)
+    _store_product(OUT + row * som + cols, acc, acc_u, mask, SWIGLU)
 
 
 def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int = 0):
@@ -348,3 +348,68 @@ def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int
         _gemv_reduce_kernel[(M, triton.cdiv(nout, blk))](ws, out, M, nout, out.stride(0), SPLIT_K=SPLIT_K,
                                                           BLOCK=blk, SWIGLU=bool(swiglu_i), num_warps=4)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# residual add + RMSNorm folded into the projection that reads its output (one kernel, not two)
+
+
+@triton.jit
+def _norm_gemv_kernel(X, R, NW, W, OUT, HOUT, M, K, sxm, srm, som, shm, swn, eps, I,
+                      BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_TILES: tl.constexpr,
+                      NOUT: tl.constexpr, SWIGLU: tl.constexpr):
+    pid_n = tl.program_id(0)
+    rows = tl.arange(0, BM)
+    rmask = rows < M
+    dt = OUT.dtype.element_ty
+    # pass 1: h = residual + x (rounded to the model dtype, as HF adds) and its sum of squares; every
+    # program reads the whole (small) rows, program 0 also writes h as the next residual
+    ss = tl.zeros([BM], tl.float32)
+    for t in range(K_TILES):
+        kk = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        m2 = rmask[:, None] & (kk < K)[None, :]
+        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
+        r = tl.load(R + rows[:, None] * srm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
+        h = (r + x).to(dt).to(tl.float32)
+        ss += tl.sum(h * h, axis=1)
+        if pid_n == 0:
+            tl.store(HOUT + rows[:, None] * shm + kk[None, :], h.to(dt), mask=m2)
+    rstd = tl.rsqrt(ss / K + eps)
+    # pass 2: the product over the normalised rows (weight * (h * rstd) rounded where HF rounds)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    cmask = cols < NOUT
+    acc = tl.zeros([BM, BLOCK_N], tl.float32)
+    acc_u = tl.zeros([BM, BLOCK_N], tl.float32)
+    for t in range(K_TILES):
+        kk = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < K
+        m2 = rmask[:, None] & kmask[None, :]
+        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
+        r = tl.load(R + rows[:, None] * srm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
+        h = (r + x).to(dt).to(tl.float32)
+        nw = tl.load(NW + kk, mask=kmask, other=0.0).to(tl.float32)
+        n = (nw[None, :] * (h * rstd[:, None]).to(dt).to(tl.float32)).to(dt).to(tl.float32)
+        w = tl.load(W + cols[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :], other=0.0)
+        acc += tl.sum(n[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        if SWIGLU:
+            wu = tl.load(W + (cols + I)[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :],
+                         other=0.0)
+            acc_u += tl.sum(n[:, None, :] * wu.to(tl.float32)[None, :, :], axis=2)
+    _store_product(OUT + rows[:, None] * som + cols[None, :], acc, acc_u, rmask[:, None] & cmask[None, :], SWIGLU)
+
+
+def norm_gemv(x, residual, norm_weight, eps, weight, *, BLOCK_N, BLOCK_K, num_warps, swiglu_i: int = 0):
+    """(rmsnorm(residual + x) @ weight^T, residual + x); with ``swiglu_i`` = I the product is
+    silu(n Wg^T) * (n Wu^T) [M, I]. Batch rows M are few (decode): a broadcast-multiply reduction."""
+    M, K = x.shape
+    N = weight.shape[0]
+    nout = swiglu_i if swiglu_i else N
+    out = torch.empty((M, nout), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, K), dtype=x.dtype, device=x.device)
+    grid = (triton.cdiv(nout, BLOCK_N),)
+    _norm_gemv_kernel[grid](x, residual, norm_weight, weight, out, h, M, K, x.stride(0), residual.stride(0),
+                            out.stride(0), h.stride(0), weight.stride(0), eps, swiglu_i,
+                            BM=triton.next_power_of_2(M), BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                            K_TILES=triton.cdiv(K, BLOCK_K), NOUT=nout, SWIGLU=bool(swiglu_i),
+                            num_warps=num_warps)
+    return out, h

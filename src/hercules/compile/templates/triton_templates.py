@@ -238,8 +238,47 @@ class TritonGemv(Template):
         return Candidate(self.spec(p, region), fn)
 
 
+class TritonNormGemv(Template):
+    """The residual add + RMSNorm folded into the projection after it (QKV, or gate/up with the
+    SwiGLU epilogue): every program recomputes the row's RMS from the few-KB hidden rows and
+    program 0 writes the new residual, so a layer launches two kernels fewer. Batch rows are few:
+    a broadcast-multiply reduction, no tensor cores."""
+
+    name = "triton_norm_gemv"
+    lang = "triton"
+    kinds = ("qkv_proj", "gate_up_silu_mul")
+
+    def space(self, region):
+        return grid(BLOCK_N=[8, 16, 32, 64], BLOCK_K=[64, 128, 256], num_warps=[2, 4, 8])
+
+    def fuses(self, p, region):
+        return ("residual_rmsnorm",)
+
+    def requirements(self, p, region):
+        sw = 2 if region.kind == "gate_up_silu_mul" else 1
+        bm = next_pow2(region.batch)
+        live = sw * bm * p["BLOCK_N"] * p["BLOCK_K"] + 3 * bm * p["BLOCK_K"] + sw * bm * p["BLOCK_N"]
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
+            regs_per_thread=live // (32 * p["num_warps"]) + 32, max_batch=8,
+            contiguous=("weight",), last_dim_contiguous=("x",),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        kw = dict(BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], num_warps=p["num_warps"])
+        if region.kind == "qkv_proj":
+            def fn(x, residual, norm_weight, eps, weight, q_size, kv_size):
+                qkv, h = k.norm_gemv(x, residual, norm_weight, eps, weight, **kw)
+                return (qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :], h)
+        else:
+            def fn(x, residual, norm_weight, eps, weight, intermediate):
+                return k.norm_gemv(x, residual, norm_weight, eps, weight, swiglu_i=intermediate, **kw)
+        return Candidate(self.spec(p, region), fn)
+
+
 TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonKVWrite(),
-                                    TritonFlashDecode(), TritonGemv()]
+                                    TritonFlashDecode(), TritonGemv(), TritonNormGemv()]
 
 
 def describe_space(t: Template, region: Region) -> dict[str, Any]:
