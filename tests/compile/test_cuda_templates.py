@@ -188,4 +188,6 @@ def test_norm_gemv_templates_fold_the_norm_into_the_projections(fake_nvcc):
         assert d.template == template and d.fuses == ["residual_rmsnorm"], (region, d.why)
         assert "folded in" in d.why
         assert ref.norm_fused_key(region) in res.impls and region not in res.impls
-    assert "residual_rmsnorm" in res.impls or res.plan.decisions["residual_rmsnorm"].lang == "torch"
+    # both of the norm's uses run inside the projections now: the plan says so, the table drops it
+    assert res.plan.decisions["residual_rmsnorm"].fused_into == "qkv_proj, gate_up_silu_mul"
+    assert "residual_rmsnorm" not in res.impls and "final_norm" in res.plan.decisions

@@ -504,6 +504,12 @@ def select(
                      "as two kernels" + (" (pinned)" if pinned else ""))
             impls[norm_fused_key(r.kind)] = cands_by[n][fz.id].fn
             impls.pop(r.kind, None)
+    folded = [n for n in regions if regions[n].kind in NORM_FUSABLE and "residual_rmsnorm" in decisions[n].fuses]
+    if folded and len(folded) == sum(r.kind in NORM_FUSABLE for r in regions.values()):
+        d = decisions["residual_rmsnorm"]  # every use of it now runs inside a projection
+        d.fused_into = ", ".join(folded)
+        d.why = f"folded into {d.fused_into}; measured alone: {d.why}"
+        impls.pop("residual_rmsnorm", None)
 
     plan = Plan(
         model={}, device=device_info.name, batch=next(iter(regions.values())).batch,
