@@ -2,18 +2,22 @@
 
     python benchmarks/decode.py [--models llama-3.2-1b,qwen3-1.7b,qwen3-4b] [--batches 1,8]
                                 [--new-tokens 128] [--prompt-len 32] [--ablation qwen3-1.7b] [--out FILE]
+    python benchmarks/decode.py --device cpu --dtype float32 --models tiny-llama --batches 1   # smoke run
 
 bf16 random weights from the published configs, greedy decoding, tokens/s aggregate over the batch
 (prefill included, after warm-up), and the fraction of the weights-read roofline (bf16 weight bytes
 read once per decode step over the H200's measured 4.24 TB/s copy rate). Prints one table; writes
-every row (with the chosen plan) as JSON to --out.
+every row (with the chosen plan) as JSON to --out, rewritten after each model: every model (and the
+ablation) runs in a process of its own, so one that faults or is cut off loses only itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -35,33 +39,60 @@ def main() -> None:
     parser.add_argument("--ablation", default=None, help="Preset for the rules-vs-no-advisor ablation.")
     parser.add_argument("--budget", type=int, default=48, help="Measurement budget of the ablation.")
     parser.add_argument("--out", default="decode_results.json")
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke run of the script on tiny presets")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--job", default=None, help=argparse.SUPPRESS)  # one model or the ablation, in a child
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("benchmarks/decode.py measures GPU decoding; no CUDA device is present")
+    if args.job:
+        _child(args)
+        return
 
-    rows = []
-    for name in args.models.split(","):
-        model = build_model(name, dtype="bfloat16", device="cuda")
+    # Each model (and the ablation) in a process of its own: a kernel that faults leaves a sticky
+    # CUDA error behind, which would end every later measurement of a shared process; the results
+    # file is rewritten after each job, so a cut-off run keeps what it finished.
+    result: dict = {"rows": [], "failed": []}
+    jobs = [f"model:{name}" for name in args.models.split(",")] + ([f"ablation:{args.ablation}"] if args.ablation else [])
+    for job in jobs:
+        with tempfile.TemporaryDirectory() as tmp:
+            part = Path(tmp) / "part.json"
+            cmd = [sys.executable, __file__, "--job", job, "--out", str(part), "--batches", args.batches,
+                   "--new-tokens", str(args.new_tokens), "--prompt-len", str(args.prompt_len),
+                   "--budget", str(args.budget), "--device", args.device, "--dtype", args.dtype]
+            code = subprocess.run(cmd).returncode
+            got = json.loads(part.read_text()) if part.exists() else {}
+            result["rows"] += got.get("rows", [])  # a job that died keeps the rows it finished
+            if "ablation" in got:
+                result["ablation"] = got["ablation"]
+            if code != 0:
+                result["failed"].append({"job": job, "exit_status": code})
+                print(f"{job}: failed (exit status {code})", flush=True)
+        Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    for row in result["rows"]:
+        print("| " + " | ".join(_cell(row.get(c)) for c in COLUMNS) + " |")
+
+
+def _child(args) -> None:
+    kind, name = args.job.split(":", 1)
+    model = build_model(name, dtype=args.dtype, device=args.device)
+    result: dict = {"rows": []}
+    if kind == "ablation":
+        result["ablation"] = ablation(model, budget=args.budget)
+        print(json.dumps(result["ablation"]["summary"], indent=1), flush=True)
+    else:
         for batch in (int(b) for b in args.batches.split(",")):
             row = decode_row(model, batch=batch, prompt_len=args.prompt_len, new_tokens=args.new_tokens)
             row["model"] = name
-            rows.append(row)
+            result["rows"].append(row)
             print(" | ".join(_cell(row.get(c)) for c in COLUMNS), flush=True)
             for region, r in row["regions"].items():
                 print(f"    {region:18} x{r['x_per_token']:<3} {_ms(r['chosen_ms'])} ms (fallback "
                       f"{_ms(r['fallback_ms'])})  {r['why'][:90]}", flush=True)
-        del model
-        torch.cuda.empty_cache()
-    result = {"rows": rows}
-    if args.ablation:
-        model = build_model(args.ablation, dtype="bfloat16", device="cuda")
-        result["ablation"] = ablation(model, budget=args.budget)
-        print(json.dumps(result["ablation"]["summary"], indent=1))
+            Path(args.out).write_text(json.dumps(result, indent=1, default=str))  # rows so far
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
-    for row in rows:
-        print("| " + " | ".join(_cell(row.get(c)) for c in COLUMNS) + " |")
 
 
 def _ms(value) -> str:

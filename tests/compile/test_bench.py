@@ -33,3 +33,25 @@ def test_measurements_to_reach():
     assert measurements_to_reach(trace, 5.0, tol=0.0) == 2
     assert measurements_to_reach(trace, 5.8, tol=0.05) == 1
     assert measurements_to_reach(trace, 1.0) is None
+
+
+def test_decode_script_runs_each_model_in_its_own_process(tmp_path):
+    """benchmarks/decode.py on the CPU (tiny preset, fp32): the row of a model that ran, and a job
+    that failed (an unknown preset) recorded as failed without losing the other."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "decode.py"
+    out = tmp_path / "decode.json"
+    p = subprocess.run([sys.executable, str(script), "--device", "cpu", "--dtype", "float32", "--models",
+                        "tiny-llama,no-such-preset", "--batches", "1", "--new-tokens", "4", "--prompt-len", "4",
+                        "--out", str(out)], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, HERCULES_COMPILE_CACHE=str(tmp_path / "cache")))
+    assert p.returncode == 0, p.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert [r["model"] for r in result["rows"]] == ["tiny-llama"]
+    assert result["rows"][0]["token_agreement"] == 1.0
+    assert result["failed"] == [{"job": "model:no-such-preset", "exit_status": 1}]
