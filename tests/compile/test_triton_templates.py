@@ -20,7 +20,7 @@ def _run(args: list[str], code: str | None = None, timeout: float = 300) -> subp
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_flash_decode,triton_kv_write"
+NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_qk_rotary_kv,triton_flash_decode,triton_kv_write"
 
 
 @pytest.mark.parametrize("dtype, batches, templates, regions", [
@@ -50,6 +50,8 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
         assert ("triton_kv_write", "kv_write") in kinds
         # fused q/k-norm + rotary was exercised on the Qwen3 shapes
         assert any(r["template"] == "triton_qk_rotary" and r["params"]["HAS_NORM"] == 1 for r in out["results"])
+        # and the rotary that writes the KV cache, with and without the norm
+        assert {r["params"]["HAS_NORM"] for r in out["results"] if r["template"] == "triton_qk_rotary_kv"} == {0, 1}
     elif templates == "triton_norm_gemv":
         assert kinds == {("triton_norm_gemv", "qkv_proj"), ("triton_norm_gemv", "gate_up_silu_mul")}
     else:
@@ -94,9 +96,9 @@ def test_decode_with_triton_kernels_pinned_matches_hf_eager(tmp_path):
     assert res["tiny-qwen3"]["plan"]["qk_norm"] == res["tiny-qwen3"]["plan"]["rotary"]
 
 
-def test_decode_with_the_norm_folded_into_the_projections_matches_hf_eager(tmp_path):
-    """triton_norm_gemv pinned on QKV and gate/up (interpreted): the residual add + RMSNorm runs
-    inside the projection kernels, the plan says so, and HF's greedy tokens are reproduced."""
+def _decode_with_fusions_pinned(force: dict, tmp_path) -> dict:
+    """Tiny Llama and Qwen3 decoded with ``force`` (interpreted Triton), against HF's greedy tokens;
+    then compiled again to load the same choices from the decision cache."""
     code = textwrap.dedent(f"""
         import json, torch
         torch.set_num_threads(1)
@@ -106,27 +108,46 @@ def test_decode_with_the_norm_folded_into_the_projections_matches_hf_eager(tmp_p
             m = build_model(name, seed=1)
             ids = torch.randint(0, 512, (2, 6), generator=torch.Generator().manual_seed(0))
             ref = m.generate(ids, max_new_tokens=10, do_sample=False)
-            force = {{"qkv_proj": "triton_norm_gemv", "gate_up_silu_mul": "triton_norm_gemv"}}
-            dec = compile_model(m, languages=("torch", "triton"), budget=0, force=force, max_seq_len=32,
-                                step_check=False, batch_size=2, cache_dir=r"{tmp_path}")
+            kw = dict(languages=("torch", "triton"), budget=0, force={force!r}, max_seq_len=32, step_check=False,
+                      batch_size=2, cache_dir=r"{tmp_path}")
+            dec = compile_model(m, **kw)
             out = dec.generate(ids, 10)
-            d = dec.plan.decisions
             res[name] = dict(match=bool(torch.equal(out, ref)), plan=dec.plan.implementations(),
-                             fuses=[d["qkv_proj"].fuses, d["gate_up_silu_mul"].fuses],
+                             fuses={{k: d.fuses for k, d in dec.plan.decisions.items() if d.fuses}},
+                             fused_into={{k: d.fused_into for k, d in dec.plan.decisions.items() if d.fused_into}},
                              impls=sorted(k for k in dec.runtime.impls if "+" in k))
-            # a second compile loads the fused choices from the decision cache
-            again = compile_model(m, languages=("torch", "triton"), budget=0, force=force, max_seq_len=32,
-                                  step_check=False, batch_size=2, cache_dir=r"{tmp_path}")
+            again = compile_model(m, **kw)
             res[name]["cached"] = dict(hit=again.plan.cache_hit, match=bool(torch.equal(again.generate(ids, 10), ref)),
                                        impls=sorted(k for k in again.runtime.impls if "+" in k))
         print(json.dumps(res))
     """)
     p = _run([], code=code, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_decode_with_the_norm_folded_into_the_projections_matches_hf_eager(tmp_path):
+    """triton_norm_gemv pinned on QKV and gate/up: the residual add + RMSNorm runs inside the
+    projection kernels, the plan says so, HF's greedy tokens are reproduced, the cache reloads it."""
+    res = _decode_with_fusions_pinned({"qkv_proj": "triton_norm_gemv", "gate_up_silu_mul": "triton_norm_gemv"},
+                                      tmp_path)
     for name, r in res.items():
         assert r["match"], (name, r)
-        assert r["fuses"] == [["residual_rmsnorm"], ["residual_rmsnorm"]], r
+        assert r["fuses"]["qkv_proj"] == r["fuses"]["gate_up_silu_mul"] == ["residual_rmsnorm"], r
         assert r["plan"]["qkv_proj"].startswith("triton_norm_gemv"), r["plan"]
+        assert r["fused_into"]["residual_rmsnorm"] == "qkv_proj, gate_up_silu_mul"
         assert r["impls"] == ["residual_rmsnorm+gate_up_silu_mul", "residual_rmsnorm+qkv_proj"], r
+        assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]
+
+
+def test_decode_with_the_kv_write_folded_into_rotary_matches_hf_eager(tmp_path):
+    """triton_qk_rotary_kv pinned: the rotated k and the v go straight into the caches from the
+    rotary kernel (with the q/k norm folded in too on Qwen3), HF's tokens are reproduced, the
+    cache reloads it."""
+    res = _decode_with_fusions_pinned({"rotary": "triton_qk_rotary_kv"}, tmp_path)
+    for name, r in res.items():
+        assert r["match"], (name, r)
+        assert r["plan"]["rotary"].startswith("triton_qk_rotary_kv"), r["plan"]
+        assert "kv_write" in r["fuses"]["rotary"] and r["fused_into"]["kv_write"] == "rotary", r
+        assert r["impls"] == ["rotary+kv_write"], r
         assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]

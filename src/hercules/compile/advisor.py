@@ -369,13 +369,16 @@ class RuleAdvisor(Advisor):
                 hints["cuda_add_rmsnorm"] = {"VEC": [vec, vec // 2 or 1], "THREADS": [min(256, threads), threads]}
                 hints["triton_add_rmsnorm"] = {"num_warps": [4, 8]}
             elif r.kind == "rotary":
-                pri = ["triton_qk_rotary", "cuda_qk_rotary"]
+                # triton_qk_rotary_kv also writes the KV cache: the kv_write kernel goes away
+                pri = ["triton_qk_rotary", "triton_qk_rotary_kv", "cuda_qk_rotary"]
                 if r.attr("qk_norm_fusable"):
                     hints["triton_qk_rotary"] = {"HAS_NORM": [1], "HEADS": [2, 4], "num_warps": [1, 2]}
+                    hints["triton_qk_rotary_kv"] = {"HAS_NORM": [1], "HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"HAS_NORM": [1], "WARPS": [4]}
                     risk.append("fused q/k RMSNorm must round to the model dtype before the weight multiply, as HF")
                 else:
                     hints["triton_qk_rotary"] = {"HEADS": [2, 4], "num_warps": [1, 2]}
+                    hints["triton_qk_rotary_kv"] = {"HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"WARPS": [4]}
             elif r.kind == "decode_attention":
                 cap = r.attr("capacity")

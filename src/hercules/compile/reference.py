@@ -121,6 +121,17 @@ def kv_write(k, v, k_cache, v_cache, pos):
     v_cache.index_copy_(2, pos, v.unsqueeze(2))
 
 
+def rotary_kv_write(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos):
+    """Rotary (with the q/k norm when weights are given) and the KV-cache write in one call: the
+    rotated k goes straight into the cache, so only q comes back."""
+    qo, ko = rotary(q, k, cos, sin, q_weight, k_weight, eps)
+    kv_write(ko, v, k_cache, v_cache, pos)
+    return qo
+
+
+ROTARY_KV_KEY = "rotary+kv_write"  # the implementation-table entry of a rotary that writes the cache
+
+
 def decode_attention(q, k_cache, v_cache, pos, scale: float):
     """Grouped-query attention of one query position over cache positions 0..pos.
 

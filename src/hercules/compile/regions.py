@@ -262,7 +262,7 @@ def derive_regions(model_or_spec, batch: int = 1, capacity: int = 256) -> dict[s
     add("rotary", L,
         [q_view, k_view, _contig("cos", (1, hd), dt), _contig("sin", (1, hd), dt)],
         [_contig("q_out", (B, nq, hd), dt), _contig("k_out", (B, nkv, hd), dt)],
-        dict(head_attrs, qk_norm_fusable=s.qk_norm), 3 * B * (nq + nkv) * hd,
+        dict(head_attrs, qk_norm_fusable=s.qk_norm, capacity=capacity), 3 * B * (nq + nkv) * hd,
         (2 * B * (nq + nkv) * hd + 2 * hd) * es, fusable=("qk_norm",) if s.qk_norm else ())
     cache_shape = (B, nkv, capacity, hd)
     add("kv_write", L,

@@ -29,6 +29,7 @@ from .reference import Sampling
 from .regions import ModelSpec, model_spec
 
 NORM_QKV = ref.norm_fused_key("qkv_proj")
+ROTARY_KV = ref.ROTARY_KV_KEY
 NORM_GATE_UP = ref.norm_fused_key("gate_up_silu_mul")
 
 DEFAULT_IMPLS: dict[str, Callable] = {
@@ -273,12 +274,15 @@ class DecodeRuntime:
             q = q.view(B, nq, hd)
             k = k.view(B, nkv, hd)
             v = v.view(B, nkv, hd)
+            norms = (lw.q_norm, lw.k_norm)
             if s.qk_norm and not self.fused_qk_rotary:
                 q, k = f["qk_norm"](q, k, lw.q_norm, lw.k_norm, eps)
-                q, k = f["rotary"](q, k, cos, sin, None, None, eps)
+                norms = (None, None)
+            if ROTARY_KV in f:  # the rotary kernel writes k and v into the caches itself
+                q = f[ROTARY_KV](q, k, v, cos, sin, *norms, eps, kc, vc, st.pos)
             else:
-                q, k = f["rotary"](q, k, cos, sin, lw.q_norm, lw.k_norm, eps)
-            f["kv_write"](k, v, kc, vc, st.pos)
+                q, k = f["rotary"](q, k, cos, sin, *norms, eps)
+                f["kv_write"](k, v, kc, vc, st.pos)
             o = f["decode_attention"](q, kc, vc, st.pos, self.scale)
             a = f["o_proj"](o.reshape(B, nq * hd), lw.o)
             if NORM_GATE_UP in f:

@@ -34,7 +34,7 @@ from hercules.fileio import write_text_atomic
 
 from . import advisor as adv_mod
 from .constraints import DeviceInfo, check as constraint_check
-from .reference import NORM_FUSABLE, norm_fused_key
+from .reference import NORM_FUSABLE, ROTARY_KV_KEY, norm_fused_key
 from .regions import Region
 from .templates import find_template, fallback_spec, templates_for
 from .templates.base import Candidate, CandidateSpec
@@ -367,7 +367,7 @@ def select(
             tr.status, tr.reason = "build_error", str(c)[:500]
             return tr
         tr.build_s = round(c.build_seconds, 3)
-        fused = bool(s.fuses)
+        fused = tuple(s.fuses)
         ok, err, msg = validate_check(c.fn, r, weights, fused=fused, trials=trials, seed=seed + 17)
         tr.max_abs_err = err if err != float("inf") else None
         if not ok:
@@ -386,9 +386,11 @@ def select(
         cands_by[n][s.id] = c
         return tr
 
-    def best(n: str, fused: bool | None = None) -> Trial | None:
+    def best(n: str, fused: bool | None = None, fuses: tuple[str, ...] | None = None) -> Trial | None:
+        """The fastest valid trial of region ``n``: any, unfused or fused (``fused``), or fusing
+        exactly ``fuses``."""
         ok = [t for t in trials_by[n] if t.status == "ok" and t.median_ms is not None
-              and (fused is None or bool(t.fuses) == fused)]
+              and (fused is None or bool(t.fuses) == fused) and (fuses is None or tuple(t.fuses) == fuses)]
         return min(ok, key=lambda t: t.median_ms) if ok else None
 
     def step_estimate() -> float:
@@ -396,10 +398,11 @@ def select(
         for n, r in regions.items():
             if r.kind in FUSED_PAIR and "qk_norm" in regions and "rotary" in regions:
                 continue
-            b = best(n, False if r.kind in NORM_FUSABLE else None)  # fused ones also do the norm
+            # fused candidates also do their neighbour's work: estimated as the parts
+            b = best(n, False if r.kind in NORM_FUSABLE or r.kind == "rotary" else None)
             total += r.count_per_token * (b.median_ms if b else 0.0)
         if "qk_norm" in regions and "rotary" in regions:
-            rot_plain, qkn, rot_fused = best("rotary", False), best("qk_norm"), best("rotary", True)
+            rot_plain, qkn, rot_fused = best("rotary", False), best("qk_norm"), best("rotary", fuses=("qk_norm",))
             plain = (rot_plain.median_ms if rot_plain else 0.0) + (qkn.median_ms if qkn else 0.0)
             opts = [plain] + ([rot_fused.median_ms] if rot_fused else [])
             total += regions["rotary"].count_per_token * min(opts)
@@ -462,7 +465,7 @@ def select(
 
     fused_flag = False
     if "qk_norm" in regions and "rotary" in regions:
-        fz = best("rotary", True)
+        fz = best("rotary", fuses=("qk_norm",))
         plain_rot = decisions["rotary"].chosen_ms
         qkn = decisions["qk_norm"].chosen_ms
         pins = force.get("rotary")
@@ -484,6 +487,44 @@ def select(
             q.why = f"fused into rotary ({fz.id})"
             impls["qk_norm"] = None  # not called: the rotary implementation applies the norm
 
+    # The KV-cache write folded into the rotary kernel (with the q/k norm too when that fusion was
+    # kept): the rotated k goes straight into the cache, one kernel a layer fewer.
+    if "rotary" in regions and "kv_write" in regions:
+        rot_ms, kv_ms = decisions["rotary"].chosen_ms, decisions["kv_write"].chosen_ms
+        qk_ms = decisions["qk_norm"].chosen_ms if "qk_norm" in regions and not fused_flag else None
+        pins = force.get("rotary")
+        # (candidate, the time of the kernels it would replace); with the norm already folded into
+        # the rotary, only a candidate that keeps it can follow
+        options = [(best("rotary", fuses=("qk_norm", "kv_write")),
+                    (rot_ms or 0.0) + (kv_ms or 0.0) + (qk_ms or 0.0) if "qk_norm" in regions else None)]
+        if not fused_flag:
+            options.append((best("rotary", fuses=("kv_write",)), (rot_ms or 0.0) + (kv_ms or 0.0)))
+        options = [(fz, parts) for fz, parts in options if fz is not None and parts is not None
+                   and rot_ms is not None and kv_ms is not None]
+        pinned = [o for o in options if pins and _match(_trial_spec(o[0], "rotary"), pins)]
+        # a pin to another rotary template stands
+        winners = pinned or ([] if pins else [o for o in options if o[0].median_ms < o[1] * (1 - margin)])
+        if winners:
+            fz, parts = max(winners, key=lambda o: o[1] - o[0].median_ms)  # the largest saving
+            d = decisions["rotary"]
+            d.why = (f"KV-cache write folded in: {fz.median_ms:.4f} ms vs {parts:.4f} ms for the kernels it "
+                     "replaces" + (" (pinned)" if pinned else ""))
+            d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
+            d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
+            d.build_group = build_groups.get(("rotary", fz.id))
+            impls[ROTARY_KV_KEY] = cands_by["rotary"][fz.id].fn
+            impls.pop("rotary", None)
+            kv = decisions["kv_write"]
+            kv.fused_into, kv.why = "rotary", f"folded into rotary ({fz.id}); measured alone: {kv.why}"
+            impls.pop("kv_write", None)
+            if "qk_norm" in fz.fuses:
+                fused_flag = True
+                q = decisions["qk_norm"]
+                q.fused_into, q.chosen_ms = "rotary", 0.0
+                q.implementation, q.template, q.lang, q.params = fz.id, fz.template, fz.lang, dict(fz.params)
+                q.why = f"fused into rotary ({fz.id})"
+                impls["qk_norm"] = None
+
     # The residual add + RMSNorm folded into the projection after it: kept where one fused kernel
     # beats the two it replaces (the norm's own decision stays: final_norm and any unfused
     # consumer still use it).
@@ -494,6 +535,8 @@ def select(
         norm_ms, proj_ms = decisions["residual_rmsnorm"].chosen_ms, decisions[n].chosen_ms
         pins = force.get(r.kind) or force.get(n)
         pinned = bool(pins and fz and _match(_trial_spec(fz, r.kind), pins))
+        if pins and not pinned:
+            continue  # the region is pinned to something else: the pin stands
         if fz and norm_ms is not None and proj_ms is not None and (
                 pinned or fz.median_ms < (norm_ms + proj_ms) * (1 - margin)):
             d = decisions[n]
@@ -555,15 +598,18 @@ def load_cached(plan_json: dict[str, Any], regions: dict[str, Region], weights: 
             log.warning("cached choice %s for %s no longer builds: %s", d.implementation, n, e)
             return None
         if d.lang != "torch":
-            ok, _, msg = validate_check(c.fn, r, weights, fused=bool(d.fuses), trials=1)
+            ok, _, msg = validate_check(c.fn, r, weights, fused=tuple(d.fuses), trials=1)
             if not ok:
                 log.warning("cached choice %s for %s fails its check now: %s", d.implementation, n, msg)
                 return None
         if r.kind in NORM_FUSABLE and "residual_rmsnorm" in d.fuses:
             impls[norm_fused_key(r.kind)] = c.fn
             continue
+        if r.kind == "rotary":
+            fused = "qk_norm" in d.fuses
+            if "kv_write" in d.fuses:
+                impls[ROTARY_KV_KEY] = c.fn
+                continue
         impls[r.kind] = c.fn
-        if r.kind == "rotary" and d.fuses:
-            fused = True
     plan.cache_hit = True
     return SelectionResult(plan, impls, fused)

@@ -75,7 +75,7 @@ def run(lang: str, device: str, dtype: str, per_template: int, batches=(1, 2), c
                         if isinstance(cand, Exception):
                             row.update(ok=False, error=f"build: {cand}")
                         else:
-                            fused = bool(cand.spec.fuses)
+                            fused = tuple(cand.spec.fuses)
                             t0 = time.perf_counter()
                             ok, err, msg = check(cand.fn, region, weights, fused=fused, trials=trials)
                             row.update(ok=ok, max_abs_err=err, error=msg or None,

@@ -77,7 +77,13 @@ class RegionWeights:
         return 1.0 / (10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)), 1.0
 
 
-def make_args(region: Region, weights: RegionWeights, *, fused: bool = False, seed: int = 0, trial: int = 0,
+def fuses_kind(fused: bool | tuple[str, ...], kind: str) -> bool:
+    """Whether a candidate's ``fused`` (True: its region's one fusion; else the kinds it fuses)
+    includes ``kind``."""
+    return fused is True or (not isinstance(fused, bool) and kind in fused)
+
+
+def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str, ...] = False, seed: int = 0, trial: int = 0,
               layer: int = 0) -> tuple:
     """Fresh arguments (new buffers every call) for ``region``'s call convention."""
     dev = weights.device
@@ -119,9 +125,14 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool = False, se
         emb = torch.cat((freqs, freqs), dim=-1)
         cos = (emb.cos() * scaling).to(dtype=dt, device=dev)
         sin = (emb.sin() * scaling).to(dtype=dt, device=dev)
-        if fused:
-            return (q, kk, cos, sin, qw, kw, region.attr("eps"))
-        return (q, kk, cos, sin, None, None, region.attr("eps"))
+        norms = (qw, kw) if fuses_kind(fused, "qk_norm") else (None, None)
+        if not isinstance(fused, bool) and "kv_write" in fused:
+            nkv, cap = region.attr("kv_heads"), region.attr("capacity")
+            v = qkv[:, (nq + nkv) * hd :].view(B, nkv, hd)  # a strided view, as in the runtime
+            pos = torch.tensor([cap // 2 + trial % 3], dtype=torch.int64, device=dev)
+            return (q, kk, v, cos, sin, *norms, region.attr("eps"), randn(B, nkv, cap, hd), randn(B, nkv, cap, hd),
+                    pos)
+        return (q, kk, cos, sin, *norms, region.attr("eps"))
     if k in ("kv_write", "decode_attention"):
         nkv, hd, cap = region.attr("kv_heads"), region.attr("head_dim"), region.attr("capacity")
         positions = [cap // 2 + 3, 0, cap - 1, cap // 3]
@@ -143,10 +154,12 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool = False, se
     raise KeyError(k)
 
 
-def reference_fn(region: Region, fused: bool = False) -> Callable:
+def reference_fn(region: Region, fused: bool | tuple[str, ...] = False) -> Callable:
     from .templates import fallback_template
 
     if region.kind == "rotary":
+        if not isinstance(fused, bool) and "kv_write" in fused:
+            return ref.rotary_kv_write
         return ref.rotary  # with norm weights in the args it is qk_norm + rotary
     if fused and region.kind in ref.NORM_FUSABLE:
         return ref.norm_then(fallback_template(region).fn)
@@ -154,14 +167,17 @@ def reference_fn(region: Region, fused: bool = False) -> Callable:
 
 
 def run(fn: Callable, region: Region, args: tuple) -> Any:
-    """Call ``fn``; for the in-place kv_write the 'output' is the two caches."""
+    """Call ``fn``; for the in-place kv_write the 'output' is the two caches (and for a rotary that
+    writes the cache: q and the two caches)."""
     out = fn(*args)
     if region.kind == "kv_write":
         return (args[2], args[3])
+    if region.kind == "rotary" and len(args) == 11:
+        return (out, args[8], args[9])
     return out
 
 
-def check(fn: Callable, region: Region, weights: RegionWeights, *, fused: bool = False, trials: int = 2,
+def check(fn: Callable, region: Region, weights: RegionWeights, *, fused: bool | tuple[str, ...] = False, trials: int = 2,
           seed: int = 0) -> tuple[bool, float, str]:
     """Compare ``fn`` with the region's reference on ``trials`` fresh input sets."""
     rfn = reference_fn(region, fused)

@@ -84,8 +84,15 @@ def _rot_tile(SRC, DST, W, COS, SIN, b, h0, n_heads, s_b, s_h, eps,
               HD: tl.constexpr, HEADS: tl.constexpr, HAS_NORM: tl.constexpr):
     hh = h0 + tl.arange(0, HEADS)
     d = tl.arange(0, HD)
-    hmask = hh < n_heads
-    mask = hmask[:, None]
+    mask = (hh < n_heads)[:, None]
+    out = _rot_values(SRC, W, COS, SIN, b, hh, s_b, s_h, eps, mask, HD, HAS_NORM)
+    tl.store(DST + (b * n_heads + hh[:, None]) * HD + d[None, :], out, mask=mask)
+
+
+@triton.jit
+def _rot_values(SRC, W, COS, SIN, b, hh, s_b, s_h, eps, mask, HD: tl.constexpr, HAS_NORM: tl.constexpr):
+    """Heads ``hh`` of row ``b``, q/k-normed when HAS_NORM, rotated; rounded where HF rounds."""
+    d = tl.arange(0, HD)
     partner = (d + HD // 2) % HD
     src = SRC + b * s_b + hh[:, None] * s_h
     x = tl.load(src + d[None, :], mask=mask, other=0.0)
@@ -103,8 +110,7 @@ def _rot_tile(SRC, DST, W, COS, SIN, b, h0, n_heads, s_b, s_h, eps,
     sign = tl.where(d < HD // 2, -1.0, 1.0)
     a = (x.to(tl.float32) * c[None, :]).to(dt)
     bb = ((xp.to(tl.float32) * sign[None, :]) * s[None, :]).to(dt)
-    out = (a.to(tl.float32) + bb.to(tl.float32)).to(dt)
-    tl.store(DST + (b * n_heads + hh[:, None]) * HD + d[None, :], out, mask=mask)
+    return (a.to(tl.float32) + bb.to(tl.float32)).to(dt)
 
 
 @triton.jit
@@ -131,6 +137,42 @@ def qk_rotary(q, k, cos, sin, q_weight, k_weight, eps, *, HEADS, num_warps, HAS_
     _qk_rotary_kernel[grid](q, k, cos, sin, qw, kw, qo, ko, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                             eps, NQ=nq, NKV=nkv, HD=hd, HEADS=HEADS, HAS_NORM=HAS_NORM, num_warps=num_warps)
     return qo, ko
+
+
+@triton.jit
+def _qk_rotary_kv_kernel(Q, K, V, COS, SIN, QW, KW, QO, KC, VC, POS, sqb, sqh, skb, skh, svb, svh,
+                         kcb, kch, kcs, vcb, vch, vcs, eps, NQ: tl.constexpr, NKV: tl.constexpr, HD: tl.constexpr,
+                         HEADS: tl.constexpr, HAS_NORM: tl.constexpr):
+    b = tl.program_id(0)
+    p = tl.program_id(1)
+    q_progs = (NQ + HEADS - 1) // HEADS
+    if p < q_progs:
+        _rot_tile(Q, QO, QW, COS, SIN, b, p * HEADS, NQ, sqb, sqh, eps, HD, HEADS, HAS_NORM)
+    else:  # the rotated k and the v of these kv heads go straight into the caches at pos
+        hh = (p - q_progs) * HEADS + tl.arange(0, HEADS)
+        d = tl.arange(0, HD)
+        mask = (hh < NKV)[:, None]
+        k = _rot_values(K, KW, COS, SIN, b, hh, skb, skh, eps, mask, HD, HAS_NORM)
+        at = tl.load(POS)
+        tl.store(KC + b * kcb + hh[:, None] * kch + at * kcs + d[None, :], k, mask=mask)
+        v = tl.load(V + b * svb + hh[:, None] * svh + d[None, :], mask=mask)
+        tl.store(VC + b * vcb + hh[:, None] * vch + at * vcs + d[None, :], v, mask=mask)
+
+
+def qk_rotary_kv(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, *, HEADS, num_warps,
+                 HAS_NORM):
+    B, nq, hd = q.shape
+    nkv = k.shape[1]
+    qo = torch.empty((B, nq, hd), dtype=q.dtype, device=q.device)
+    qw = q_weight if HAS_NORM else cos
+    kw = k_weight if HAS_NORM else cos
+    grid = (B, triton.cdiv(nq, HEADS) + triton.cdiv(nkv, HEADS))
+    _qk_rotary_kv_kernel[grid](q, k, v, cos, sin, qw, kw, qo, k_cache, v_cache, pos, q.stride(0), q.stride(1),
+                               k.stride(0), k.stride(1), v.stride(0), v.stride(1), k_cache.stride(0),
+                               k_cache.stride(1), k_cache.stride(2), v_cache.stride(0), v_cache.stride(1),
+                               v_cache.stride(2), eps, NQ=nq, NKV=nkv, HD=hd, HEADS=HEADS, HAS_NORM=HAS_NORM,
+                               num_warps=num_warps)
+    return qo
 
 
 # ---------------------------------------------------------------------------------------------

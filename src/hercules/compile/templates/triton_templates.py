@@ -125,6 +125,28 @@ class TritonQKRotary(Template):
         return Candidate(self.spec(p, region), qk_rotary)
 
 
+class TritonQKRotaryKV(TritonQKRotary):
+    """Rotary (and the q/k norm when HAS_NORM) with the KV-cache write in the same kernel: the rotated
+    k and the v go straight into the caches, one kernel a layer fewer."""
+
+    name = "triton_qk_rotary_kv"
+
+    def fuses(self, p, region):
+        return ("qk_norm", "kv_write") if p.get("HAS_NORM") else ("kv_write",)
+
+    def materialise(self, p, region):
+        k = _kernels()
+        heads, nw, has_norm = p["HEADS"], p["num_warps"], bool(p["HAS_NORM"])
+
+        def qk_rotary_kv(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos):
+            if has_norm != (q_weight is not None):
+                raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+            return k.qk_rotary_kv(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, HEADS=heads,
+                                  num_warps=nw, HAS_NORM=has_norm)
+
+        return Candidate(self.spec(p, region), qk_rotary_kv)
+
+
 class TritonKVWrite(Template):
     name = "triton_kv_write"
     lang = "triton"
@@ -277,8 +299,8 @@ class TritonNormGemv(Template):
         return Candidate(self.spec(p, region), fn)
 
 
-TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonKVWrite(),
-                                    TritonFlashDecode(), TritonGemv(), TritonNormGemv()]
+TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonQKRotaryKV(),
+                                    TritonKVWrite(), TritonFlashDecode(), TritonGemv(), TritonNormGemv()]
 
 
 def describe_space(t: Template, region: Region) -> dict[str, Any]:
