@@ -44,7 +44,7 @@ for stage in $STAGES; do
       done
       [ "${COMPILE_TESTS:-1}" = 1 ] && python3 -m pytest -q -x -m gpu ${COMPILE_PYTEST_K:+-k "$COMPILE_PYTEST_K"} tests/compile 2>&1 | tee "$OUT/compile_tests.log" | tail -30 ;;
     decode)
-      python3 benchmarks/decode.py ${DECODE_ARGS:-} 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
+      python3 benchmarks/decode.py --out "$OUT/decode.json" ${DECODE_ARGS:-} 2>&1 | tee "$OUT/decode.log" | tail -40 ;;
     throughput)
       python3 benchmarks/throughput.py --count ${THROUGHPUT_COUNT:-50} --run-dir /tmp/throughput ${THROUGHPUT_ARGS:-} 2>&1 | tee "$OUT/throughput.log" | tail -5
       # Verdicts and build records, for reading stage by stage (the build steps are in the log).
