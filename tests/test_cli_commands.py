@@ -96,17 +96,27 @@ def test_help_has_examples():
     assert result.returncode == 0 and "Examples" in result.stdout
 
 
-def test_bench_json_on_a_folder_with_candidates(tmp_path):
+def bench_folder(tmp_path: Path, *names: str) -> Path:
+    """A problem folder with scale_relu and a candidates folder with a printing candidate per name."""
     problems = tmp_path / "problems"
     problems.mkdir()
     (problems / "scale_relu.py").write_text((FIXTURES / "scale_relu.py").read_text())
     candidates = tmp_path / "candidates" / "scale_relu"
     candidates.mkdir(parents=True)
-    (candidates / "printing.py").write_text(PRINTING_CANDIDATE)
+    for name in names:
+        (candidates / f"{name}.py").write_text(PRINTING_CANDIDATE)
+    return problems
+
+
+def bench_cpu(tmp_path: Path, problems: Path, *extra: str):
+    return hercules("bench", str(problems), "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
+                    "--baselines", "eager", "--budget", "0.05", "--run-dir", str(tmp_path / "run"), "--json",
+                    "--cache-dir", str(tmp_path / "cache"), *extra)
+
+
+def test_bench_json_on_a_folder_with_candidates(tmp_path):
     run_dir = tmp_path / "run"
-    result = hercules("bench", str(problems), "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
-                      "--baselines", "eager", "--budget", "0.05", "--run-dir", str(run_dir), "--json",
-                      "--cache-dir", str(tmp_path / "cache"))
+    result = bench_cpu(tmp_path, bench_folder(tmp_path, "printing"))
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["evaluations"] == 1 and summary["ok"] == 1 and summary["correctness_rate"] == 1.0
@@ -115,16 +125,8 @@ def test_bench_json_on_a_folder_with_candidates(tmp_path):
 
 
 def test_bench_pipeline_options_reach_the_run(tmp_path):
-    problems = tmp_path / "problems"
-    problems.mkdir()
-    (problems / "scale_relu.py").write_text((FIXTURES / "scale_relu.py").read_text())
-    candidates = tmp_path / "candidates" / "scale_relu"
-    candidates.mkdir(parents=True)
-    for name in ("first", "second"):
-        (candidates / f"{name}.py").write_text(PRINTING_CANDIDATE)
-    result = hercules("bench", str(problems), "--candidates", str(tmp_path / "candidates"), "--device", "cpu",
-                      "--baselines", "eager", "--budget", "0.05", "--run-dir", str(tmp_path / "run"), "--json",
-                      "--cache-dir", str(tmp_path / "cache"), "--pipeline", "--eval-jobs", "2")
+    problems = bench_folder(tmp_path, "first", "second")
+    result = bench_cpu(tmp_path, problems, "--pipeline", "--eval-jobs", "2")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["ok"] == 2
     refused = hercules("bench", str(problems), "--eval-jobs", "0")

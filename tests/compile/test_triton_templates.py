@@ -63,28 +63,10 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
 def test_decode_with_triton_kernels_pinned_matches_hf_eager(tmp_path):
     """The runtime with Triton kernels (interpreted) in the decode step still reproduces HF's
     greedy tokens: fused add+RMSNorm, fused q/k-norm+rotary, flash-decoding attention, SwiGLU."""
-    code = textwrap.dedent(f"""
-        import json, torch
-        torch.set_num_threads(1)
-        from hercules.compile import compile_model, build_model
-        res = {{}}
-        for name in ("tiny-llama", "tiny-qwen3"):
-            m = build_model(name, seed=1)
-            ids = torch.randint(0, 512, (2, 6), generator=torch.Generator().manual_seed(0))
-            ref = m.generate(ids, max_new_tokens=10, do_sample=False)
-            force = {{"residual_rmsnorm": "triton_add_rmsnorm", "final_norm": "triton_add_rmsnorm",
-                     "rotary": "triton_qk_rotary", "decode_attention": "triton_flash_decode",
-                     "gate_up_silu_mul": "triton_swiglu", "kv_write": "triton_kv_write"}}
-            dec = compile_model(m, languages=("torch", "triton"), budget=0, force=force, max_seq_len=32,
-                                step_check=False, batch_size=2, cache_dir=r"{tmp_path}")
-            out = dec.generate(ids, 10)
-            res[name] = dict(match=bool(torch.equal(out, ref)), plan=dec.plan.implementations(),
-                             fused=dec.runtime.fused_qk_rotary)
-        print(json.dumps(res))
-    """)
-    p = _run([], code=code)
-    assert p.returncode == 0, p.stderr[-3000:]
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res = _decode_with_fusions_pinned({
+        "residual_rmsnorm": "triton_add_rmsnorm", "final_norm": "triton_add_rmsnorm", "rotary": "triton_qk_rotary",
+        "decode_attention": "triton_flash_decode", "gate_up_silu_mul": "triton_swiglu", "kv_write": "triton_kv_write",
+    }, tmp_path)
     for name, r in res.items():
         assert r["match"], (name, r)
         assert r["plan"]["decode_attention"].startswith("triton_flash_decode"), r["plan"]
@@ -115,7 +97,8 @@ def _decode_with_fusions_pinned(force: dict, tmp_path) -> dict:
             res[name] = dict(match=bool(torch.equal(out, ref)), plan=dec.plan.implementations(),
                              fuses={{k: d.fuses for k, d in dec.plan.decisions.items() if d.fuses}},
                              fused_into={{k: d.fused_into for k, d in dec.plan.decisions.items() if d.fused_into}},
-                             impls=sorted(k for k in dec.runtime.impls if "+" in k))
+                             impls=sorted(k for k in dec.runtime.impls if "+" in k),
+                             fused=dec.runtime.fused_qk_rotary)
             again = compile_model(m, **kw)
             res[name]["cached"] = dict(hit=again.plan.cache_hit, match=bool(torch.equal(again.generate(ids, 10), ref)),
                                        impls=sorted(k for k in again.runtime.impls if "+" in k))

@@ -373,13 +373,12 @@ class RuleAdvisor(Advisor):
                 pri = ["triton_qk_rotary", "triton_qk_rotary_kv", "cuda_qk_rotary"]
                 if r.attr("qk_norm_fusable"):
                     hints["triton_qk_rotary"] = {"HAS_NORM": [1], "HEADS": [2, 4], "num_warps": [1, 2]}
-                    hints["triton_qk_rotary_kv"] = {"HAS_NORM": [1], "HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"HAS_NORM": [1], "WARPS": [4]}
                     risk.append("fused q/k RMSNorm must round to the model dtype before the weight multiply, as HF")
                 else:
                     hints["triton_qk_rotary"] = {"HEADS": [2, 4], "num_warps": [1, 2]}
-                    hints["triton_qk_rotary_kv"] = {"HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"WARPS": [4]}
+                hints["triton_qk_rotary_kv"] = dict(hints["triton_qk_rotary"])  # the same kernel plus the cache write
             elif r.kind == "decode_attention":
                 cap = r.attr("capacity")
                 blocks = r.batch * r.attr("kv_heads")

@@ -47,7 +47,6 @@ PLAN_VERSION = 1
 FUSED_PAIR = ("qk_norm", "rotary")  # a rotary candidate with fuses=("qk_norm",) serves both
 
 
-
 @dataclass
 class Trial:
     id: str
@@ -85,6 +84,18 @@ class RegionDecision:
     not_measured: int = 0
     fused_into: str | None = None
     build_group: list | None = None  # CUDA: the (region, params) items built together with the choice
+
+    def adopt(self, trial: Trial, build_group: list | None, why: str) -> None:
+        """Take a fused candidate's trial as this region's choice."""
+        self.implementation, self.template, self.lang = trial.id, trial.template, trial.lang
+        self.params, self.fuses, self.chosen_ms = dict(trial.params), list(trial.fuses), trial.median_ms
+        self.build_group, self.why = build_group, why
+
+    def fold_into(self, host: str, trial: Trial) -> None:
+        """This region's work now runs inside ``host``'s chosen candidate (``trial``)."""
+        self.implementation, self.template, self.lang = trial.id, trial.template, trial.lang
+        self.params, self.fused_into, self.chosen_ms = dict(trial.params), host, 0.0
+        self.why = f"fused into {host} ({trial.id})"
 
 
 @dataclass
@@ -473,18 +484,12 @@ def select(
         if fz and plain_rot is not None and qkn is not None and (
                 pinned_fused or fz.median_ms < (plain_rot + qkn) * (1 - margin)):
             fused_flag = True
-            d = decisions["rotary"]
-            d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
-            d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
-            d.build_group = build_groups.get(("rotary", fz.id))
-            d.why = (f"fused q/k RMSNorm + rotary: {fz.median_ms:.4f} ms vs {plain_rot:.4f} + {qkn:.4f} ms unfused"
-                     + (" (pinned)" if pinned_fused else ""))
+            decisions["rotary"].adopt(
+                fz, build_groups.get(("rotary", fz.id)),
+                f"fused q/k RMSNorm + rotary: {fz.median_ms:.4f} ms vs {plain_rot:.4f} + {qkn:.4f} ms unfused"
+                + (" (pinned)" if pinned_fused else ""))
             impls["rotary"] = cands_by["rotary"][fz.id].fn
-            q = decisions["qk_norm"]
-            q.fused_into = "rotary"
-            q.implementation, q.template, q.lang, q.params = fz.id, fz.template, fz.lang, dict(fz.params)
-            q.chosen_ms = 0.0
-            q.why = f"fused into rotary ({fz.id})"
+            decisions["qk_norm"].fold_into("rotary", fz)
             impls["qk_norm"] = None  # not called: the rotary implementation applies the norm
 
     # The KV-cache write folded into the rotary kernel (with the q/k norm too when that fusion was
@@ -506,12 +511,10 @@ def select(
         winners = pinned or ([] if pins else [o for o in options if o[0].median_ms < o[1] * (1 - margin)])
         if winners:
             fz, parts = max(winners, key=lambda o: o[1] - o[0].median_ms)  # the largest saving
-            d = decisions["rotary"]
-            d.why = (f"KV-cache write folded in: {fz.median_ms:.4f} ms vs {parts:.4f} ms for the kernels it "
-                     "replaces" + (" (pinned)" if pinned else ""))
-            d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
-            d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
-            d.build_group = build_groups.get(("rotary", fz.id))
+            decisions["rotary"].adopt(
+                fz, build_groups.get(("rotary", fz.id)),
+                f"KV-cache write folded in: {fz.median_ms:.4f} ms vs {parts:.4f} ms for the kernels it replaces"
+                + (" (pinned)" if pinned else ""))
             impls[ROTARY_KV_KEY] = cands_by["rotary"][fz.id].fn
             impls.pop("rotary", None)
             kv = decisions["kv_write"]
@@ -519,10 +522,7 @@ def select(
             impls.pop("kv_write", None)
             if "qk_norm" in fz.fuses:
                 fused_flag = True
-                q = decisions["qk_norm"]
-                q.fused_into, q.chosen_ms = "rotary", 0.0
-                q.implementation, q.template, q.lang, q.params = fz.id, fz.template, fz.lang, dict(fz.params)
-                q.why = f"fused into rotary ({fz.id})"
+                decisions["qk_norm"].fold_into("rotary", fz)
                 impls["qk_norm"] = None
 
     # The residual add + RMSNorm folded into the projection after it: kept where one fused kernel
@@ -539,12 +539,10 @@ def select(
             continue  # the region is pinned to something else: the pin stands
         if fz and norm_ms is not None and proj_ms is not None and (
                 pinned or fz.median_ms < (norm_ms + proj_ms) * (1 - margin)):
-            d = decisions[n]
-            d.implementation, d.template, d.lang = fz.id, fz.template, fz.lang
-            d.params, d.fuses, d.chosen_ms = dict(fz.params), list(fz.fuses), fz.median_ms
-            d.build_group = build_groups.get((n, fz.id))
-            d.why = (f"residual add + RMSNorm folded in: {fz.median_ms:.4f} ms vs {norm_ms:.4f} + {proj_ms:.4f} ms "
-                     "as two kernels" + (" (pinned)" if pinned else ""))
+            decisions[n].adopt(
+                fz, build_groups.get((n, fz.id)),
+                f"residual add + RMSNorm folded in: {fz.median_ms:.4f} ms vs {norm_ms:.4f} + {proj_ms:.4f} ms as two "
+                "kernels" + (" (pinned)" if pinned else ""))
             impls[norm_fused_key(r.kind)] = cands_by[n][fz.id].fn
             impls.pop(r.kind, None)
     folded = [n for n in regions if regions[n].kind in NORM_FUSABLE and "residual_rmsnorm" in decisions[n].fuses]

@@ -77,10 +77,15 @@ class RegionWeights:
         return 1.0 / (10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)), 1.0
 
 
+def names_fusion(fused: bool | tuple[str, ...], kind: str) -> bool:
+    """Whether ``fused`` lists ``kind`` among the kinds it fuses (a plain True lists none)."""
+    return not isinstance(fused, bool) and kind in fused
+
+
 def fuses_kind(fused: bool | tuple[str, ...], kind: str) -> bool:
     """Whether a candidate's ``fused`` (True: its region's one fusion; else the kinds it fuses)
     includes ``kind``."""
-    return fused is True or (not isinstance(fused, bool) and kind in fused)
+    return fused is True or names_fusion(fused, kind)
 
 
 def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str, ...] = False, seed: int = 0, trial: int = 0,
@@ -126,7 +131,7 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str
         cos = (emb.cos() * scaling).to(dtype=dt, device=dev)
         sin = (emb.sin() * scaling).to(dtype=dt, device=dev)
         norms = (qw, kw) if fuses_kind(fused, "qk_norm") else (None, None)
-        if not isinstance(fused, bool) and "kv_write" in fused:
+        if names_fusion(fused, "kv_write"):
             nkv, cap = region.attr("kv_heads"), region.attr("capacity")
             v = qkv[:, (nq + nkv) * hd :].view(B, nkv, hd)  # a strided view, as in the runtime
             pos = torch.tensor([cap // 2 + trial % 3], dtype=torch.int64, device=dev)
@@ -158,7 +163,7 @@ def reference_fn(region: Region, fused: bool | tuple[str, ...] = False) -> Calla
     from .templates import fallback_template
 
     if region.kind == "rotary":
-        if not isinstance(fused, bool) and "kv_write" in fused:
+        if names_fusion(fused, "kv_write"):
             return ref.rotary_kv_write
         return ref.rotary  # with norm weights in the args it is qk_norm + rotary
     if fused and region.kind in ref.NORM_FUSABLE:
@@ -166,14 +171,14 @@ def reference_fn(region: Region, fused: bool | tuple[str, ...] = False) -> Calla
     return fallback_template(region).fn
 
 
-def run(fn: Callable, region: Region, args: tuple) -> Any:
+def run(fn: Callable, region: Region, args: tuple, fused: bool | tuple[str, ...] = False) -> Any:
     """Call ``fn``; for the in-place kv_write the 'output' is the two caches (and for a rotary that
     writes the cache: q and the two caches)."""
     out = fn(*args)
     if region.kind == "kv_write":
         return (args[2], args[3])
-    if region.kind == "rotary" and len(args) == 11:
-        return (out, args[8], args[9])
+    if region.kind == "rotary" and names_fusion(fused, "kv_write"):
+        return (out, args[-3], args[-2])  # ..., k_cache, v_cache, pos
     return out
 
 
@@ -186,8 +191,8 @@ def check(fn: Callable, region: Region, weights: RegionWeights, *, fused: bool |
     for t in range(trials):
         try:
             with torch.no_grad():
-                expect = run(rfn, region, make_args(region, weights, fused=fused, seed=seed, trial=t))
-                got = run(fn, region, make_args(region, weights, fused=fused, seed=seed, trial=t))
+                expect = run(rfn, region, make_args(region, weights, fused=fused, seed=seed, trial=t), fused)
+                got = run(fn, region, make_args(region, weights, fused=fused, seed=seed, trial=t), fused)
         except Exception as e:  # a crash is a failed check, recorded with its message
             return False, float("inf"), f"raised {type(e).__name__}: {str(e)[:300]}"
         ok, err, msg = ref.compare(got, expect, dt)
