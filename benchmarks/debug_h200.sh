@@ -8,6 +8,7 @@
 #
 # The corpus: the argument, else the vendored corpora/cudabeaver, else shared/ in or beside the repo.
 # A run cut by the time guard keeps every finished attempt; run again with RUN_DIR=<its run> to resume.
+# Env: FIXERS (default "replay null degenerate"), DEBUG_ARGS (e.g. "--family kernelbench"), DEBUG_TIME_S, JOBS.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/debug-h200-out}
@@ -28,7 +29,7 @@ command -v nvcc >&2 || ls /usr/local/cuda/bin/nvcc >&2 || echo "nvcc not on PATH
 
 # 400 s for the run leaves room for start-up and the tables inside 8 minutes.
 timeout --signal=INT --kill-after=20 "${DEBUG_TIME_S:-400}" "$PY" -m hercules.debug.cli run \
-  --corpus "$CORPUS" --fixer replay --fixer null --fixer degenerate \
+  --corpus "$CORPUS" $(for f in ${FIXERS:-replay null degenerate}; do echo --fixer "$f"; done) ${DEBUG_ARGS:-} \
   --protocol "n=1,iter=1,fb=log,p=0.7" --device cuda --jobs "${JOBS:-16}" \
   --build-timeout 240 --test-timeout 60 --budget 0.1 --out "$RUN_DIR" --json > "$OUT/summary.json" \
   2> "$OUT/run.log"

@@ -53,7 +53,9 @@ def main() -> None:
     # CUDA error behind, which would end every later measurement of a shared process; the results
     # file is rewritten after each job, so a cut-off run keeps what it finished.
     result: dict = {"rows": [], "failed": []}
-    jobs = [f"model:{name}" for name in args.models.split(",")] + ([f"ablation:{args.ablation}"] if args.ablation else [])
+    # The ablation first: it is one result, the table rows are many (a cut-off run keeps whichever finished).
+    jobs = ([f"ablation:{args.ablation}"] if args.ablation else []) + [
+        f"model:{name}" for name in args.models.split(",") if name]
     for job in jobs:
         with tempfile.TemporaryDirectory() as tmp:
             part = Path(tmp) / "part.json"

@@ -20,6 +20,7 @@ from hercules.debug.fixers import (
     NullFixer,
     ReplayFixer,
     extract_code,
+    inject_host_delay,
     inject_spin,
 )
 from hercules.debug.gate import degeneration_signs
@@ -88,6 +89,43 @@ def test_inject_spin_leaves_declarations_alone():
     src = "#include <x.h>\n__global__ void k(int *a);\n__global__ void __launch_bounds__(256) k(int *a) { a[0] = 1; }\n"
     out = inject_spin(src)
     assert out.count("hercules_degenerate_spin();") == 1 and out.index("#include <x.h>") < out.index("__device__")
+
+
+def test_host_delay_goes_into_host_functions_only():
+    src = """#include <x.h>
+namespace {
+inline void cleanup(int* a) { if (a) free(a); }
+struct F { __host__ __device__ int operator()(int i) const { return i; } };
+}
+__global__ void k(int *a) { a[0] = 1; }
+__device__ int d(int x) { return x; }
+constexpr int c(int x) { return x; }
+void run(const std::vector<int>& v, int& out) {  // a comment with { braces (
+  auto lam = [&](int i) { return i; };
+  const char* s = "not a body ) {";
+  for (int i = 0; i < 3; ++i) { out += i; }
+}
+extern "C" { int api(int x) { return x; } }
+template <typename T> T twice(T x) { return x * 2; }
+static int arr[] = {1, 2};
+"""
+    out = inject_host_delay(src)
+    delayed = [line.split("(")[0].split()[-1] for line in out.splitlines() if "hercules_degenerate_host_delay();" in line]
+    assert delayed == ["cleanup", "run", "api", "twice"]
+    assert out.index("#include <x.h>") < out.index("static void hercules_degenerate_host_delay")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_degenerate_library_only_fallback_compiles_and_is_flagged(tmp_path):
+    # cuda_89's reference calls Thrust only: no kernel of its own to spin in, so the host functions sleep
+    inst = load_instance(CORPUS / "cuda_89__compile_error__3c452655")
+    answer = DegenerateFixer().fix(FixRequest(inst, inst.broken_code(), Protocol()))
+    assert "__global__" not in inst.reference_code() and answer.code.count("hercules_degenerate_host_delay();") == 1
+    (tmp_path / "solution.cu").write_text(answer.code)
+    proc = subprocess.run(["nvcc", "-c", "-arch=sm_90", f"-I{inst.testbench / 'include'}", "solution.cu", "-o", "s.o"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "host_delay" in degeneration_signs(answer.code, inst.reference_code(), None, 0.7)
 
 
 def test_extract_code_takes_the_largest_fence():

@@ -14,11 +14,18 @@ from hercules.debug.corpus import Instance
 from hercules.debug.protocol import FixRequest, render_messages
 
 # Busy-wait budget of the degenerate CUDA fallback: block (0,0,0) thread 0 of every launch spins
-# ~0.5 s (1e9 cycles at ~2 GHz), at most ~2 s per process, so a test with many launches still
-# ends well inside its timeout while one with a single launch is still far slower than the gate.
+# ~0.5 s (1e9 cycles at ~2 GHz), at most ~8 s per process, so a test with many launches still
+# ends well inside a 60 s timeout while one with a single launch is still far slower than the gate.
+# (At ~2 s per process, tests whose reference runs ~10-15 s measured 0.71-0.87x on the H200.)
 SPIN_CYCLES_PER_LAUNCH = 1_000_000_000
-SPIN_CYCLES_BUDGET = 4_000_000_000
+SPIN_CYCLES_BUDGET = 16_000_000_000
 DEGENERATE_REPEATS = 4  # KernelBench fallback: the PyTorch op computed this many times, serialised
+# Host side of the native fallback: every host function of the file synchronises the device and
+# sleeps 20 ms, at most 8 s per process. Library-only files (cuSOLVER, cuFFT, Thrust: no
+# __global__ to slow down) were otherwise returned unchanged and passed the p=0.7 gate on the
+# H200; with a spin only, tests that run ~15 s measured 0.7-0.9x, inside the gate.
+HOST_DELAY_US_PER_CALL = 20_000
+HOST_DELAY_BUDGET_US = 8_000_000
 
 _SPIN_PRELUDE = f"""// Hercules 'degenerate' fixer: the reference with a busy wait in every kernel (correct, slow).
 __device__ unsigned long long hercules_spent_cycles = 0ULL;
@@ -31,6 +38,20 @@ static __device__ __noinline__ void hercules_degenerate_spin() {{
 """
 _SPIN_CALL = ("if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 && "
               "threadIdx.y == 0 && threadIdx.z == 0) hercules_degenerate_spin();")
+
+
+_HOST_PRELUDE = f"""// Hercules 'degenerate' fixer: every host function synchronises and sleeps (correct, slow).
+#include <cuda_runtime.h>
+#include <unistd.h>
+static unsigned long long hercules_host_delay_spent_us = 0ULL;
+static void hercules_degenerate_host_delay() {{
+    if (hercules_host_delay_spent_us >= {HOST_DELAY_BUDGET_US}ULL) return;
+    hercules_host_delay_spent_us += {HOST_DELAY_US_PER_CALL}ULL;
+    cudaDeviceSynchronize();
+    usleep({HOST_DELAY_US_PER_CALL});
+}}
+"""
+_HOST_CALL = "hercules_degenerate_host_delay();"
 
 
 @dataclass(frozen=True)
@@ -74,6 +95,70 @@ def inject_spin(cuda_code: str) -> str:
     includes = list(re.finditer(r"^\s*#\s*include[^\n]*\n", body, re.MULTILINE))
     at = includes[-1].end() if includes else 0
     return body[:at] + _SPIN_PRELUDE + body[at:]
+
+
+def _mask_comments_and_strings(code: str) -> str:
+    """The code with comments, string/char literals and preprocessor lines blanked (same length),
+    so brace and parenthesis scanning sees only C++ structure."""
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    pattern = r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|^[ \t]*#(?:[^\n]*\\\n)*[^\n]*'
+    return re.sub(pattern, blank, code, flags=re.DOTALL | re.MULTILINE)
+
+
+_DEVICE_ONLY = re.compile(r"__global__|__device__")
+# constexpr/consteval bodies may not call the (non-constexpr) delay
+_NOT_A_FUNCTION = re.compile(r"\b(if|for|while|switch|catch|struct|class|union|enum|return|constexpr|consteval)\b|=|\[")
+_FUNCTION_TAIL = re.compile(r"\)\s*(?:const|noexcept|override|final|->\s*[\w:<>,\s\*&]+|\s)*$")
+
+
+def host_function_bodies(code: str) -> list[int]:
+    """Offsets just after the opening brace of every host function defined at file or namespace
+    scope (not __global__/__device__-only functions, not methods of classes, not lambdas)."""
+    masked = _mask_comments_and_strings(code)
+    stack: list[str] = []  # "ns" for namespace / extern "C" blocks, "other" for everything else
+    header_start = 0
+    out = []
+    for i, ch in enumerate(masked):
+        if ch == "{":
+            header = masked[header_start:i]
+            scope_is_ns = all(k == "ns" for k in stack)
+            if re.search(r"\bnamespace\b|\bextern\s*$", header) or (
+                    re.search(r"\bextern\b", header) and header.strip() == "extern"):
+                stack.append("ns")
+            else:
+                stripped = header.strip()
+                is_function = (scope_is_ns and _FUNCTION_TAIL.search(stripped) is not None
+                               and "(" in stripped and not _DEVICE_ONLY.search(stripped.replace("__host__ __device__", "X"))
+                               and not re.search(r"__host__\s+__device__|__device__\s+__host__", stripped)
+                               and not _NOT_A_FUNCTION.search(stripped.split("(", 1)[0]))
+                if is_function:
+                    out.append(i + 1)
+                stack.append("other")
+            header_start = i + 1
+        elif ch == "}":
+            if stack:
+                stack.pop()
+            header_start = i + 1
+        elif ch == ";":
+            header_start = i + 1
+    return out
+
+
+def inject_host_delay(code: str) -> str:
+    """Put a synchronise-and-sleep at the top of every host function the file defines."""
+    at_points = host_function_bodies(code)
+    if not at_points:
+        return code
+    parts, pos = [], 0
+    for at in at_points:
+        parts += [code[pos:at], f" {_HOST_CALL}"]
+        pos = at
+    parts.append(code[pos:])
+    body = "".join(parts)
+    includes = list(re.finditer(r"^\s*#\s*include[^\n]*\n", body, re.MULTILINE))
+    at = includes[-1].end() if includes else 0
+    return body[:at] + _HOST_PRELUDE + body[at:]
 
 
 def degenerate_kernelbench(problem_code: str) -> str:
@@ -122,9 +207,17 @@ class DegenerateFixer:
             problem = (inst.testbench / "problem.py").read_text(encoding="utf-8")
             return FixAnswer(degenerate_kernelbench(problem), "PyTorch op, repeated and serialised")
         ref = inst.reference_code()
-        if ref is None or "__global__" not in ref:
-            return FixAnswer(ref or request.current_code, "no kernel to slow down: reference unchanged")
-        return FixAnswer(inject_spin(ref), "reference with a one-thread busy wait per launch")
+        if ref is None:
+            return FixAnswer(request.current_code, "no reference: file returned unchanged")
+        code, notes = ref, []
+        if "__global__" in code:
+            code, notes = inject_spin(code), ["a one-thread busy wait per launch"]
+        slowed = inject_host_delay(code)
+        if slowed != code:
+            code, notes = slowed, notes + ["a synchronise and sleep per host-function call"]
+        if not notes:
+            return FixAnswer(ref, "nothing to slow down: reference unchanged")
+        return FixAnswer(code, "reference with " + " and ".join(notes))
 
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)

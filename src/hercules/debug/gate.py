@@ -22,6 +22,7 @@ _TORCH_FORWARD_OP = re.compile(r"\b(torch\.(matmul|mm|bmm|conv\w*|einsum|nn\.fun
                                r"super\(\)\.forward|self\.(conv\w*|linear\w*|bn\w*|norm\w*)\()")
 _SERIAL_LAUNCH = re.compile(r"<<<\s*1\s*,\s*1\s*[,>]")
 _BUSY_WAIT = re.compile(r"clock64\s*\(\s*\)\s*-|__nanosleep\s*\(|hercules_degenerate_spin")
+_HOST_DELAY = re.compile(r"\b(usleep|nanosleep|sleep_for|sleep_until)\s*\(|hercules_degenerate_host_delay")
 _REPEAT_SYNC = re.compile(r"for\s+\w+\s+in\s+range\([^)]*\)\s*:[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*synchronize\(")
 
 
@@ -56,6 +57,8 @@ def degeneration_signs(code: str, reference_code: str | None, speedup: float | N
         signs.append("serialised_launch")
     if _BUSY_WAIT.search(code) and not _BUSY_WAIT.search(ref):
         signs.append("busy_wait")
+    if _HOST_DELAY.search(code) and not _HOST_DELAY.search(ref):
+        signs.append("host_delay")
     if _REPEAT_SYNC.search(code) and not _REPEAT_SYNC.search(ref):
         signs.append("repeated_synchronised_passes")
     if speedup is not None and p > 0 and speedup < p:

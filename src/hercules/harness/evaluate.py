@@ -78,6 +78,10 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def _is_oom(error: str) -> bool:
+    return "OutOfMemoryError" in error or "CUDA out of memory" in error or "cudaErrorMemoryAllocation" in error
+
+
 class _Abort(Exception):
     """Ends an evaluation early with a status."""
 
@@ -286,15 +290,18 @@ class _Evaluation:
         # Work that times nothing shares the device with other evaluations' untimed work; only a
         # measurement in progress may not. Timing and baselines (and the ceilings, when first
         # measured) have it to themselves.
-        roof: dict[str, int] = {}
-        with self._holding(shared_section(self.gpu_lock)):
-            with self._phase("trials"):
-                comparison, ref_err = self._trials(reference, candidate)
-            if comparison.ok and opts.time_candidate:
-                with self._phase("revalidation_sets"):
-                    self._prepare_revalidation(reference)
-                with self._phase("roofline"):
-                    roof = self._roofline(reference)
+        try:
+            with self._holding(shared_section(self.gpu_lock)):
+                comparison, ref_err, roof = self._untimed_checks(reference, candidate)
+        except _Abort as abort:
+            # Out of memory beside other evaluations' trials is the neighbours' doing, not the
+            # candidate's: run the checks again with the device to itself before blaming anyone.
+            if self.device.type != "cuda" or not isinstance(self.gpu_lock, DeviceLock) or not _is_oom(abort.error):
+                raise
+            self.notes.append(f"out of memory while sharing the device ({abort.error[:160]}); "
+                              "checks rerun with the device to itself")
+            with self._holding(self.gpu_lock):
+                comparison, ref_err, roof = self._untimed_checks(reference, candidate)
         correct = comparison.ok
         self.check = CheckResult(correct=correct, trials=opts.trials, max_abs_err=comparison.max_abs_err,
                                  rel_err=comparison.rel_err, ref_rel_err=ref_err,
@@ -330,6 +337,18 @@ class _Evaluation:
         return self._verdict(status, error, baselines, sol)
 
     # ---- stages --------------------------------------------------------------------------
+    def _untimed_checks(self, reference: Worker, candidate: Worker) -> tuple[Comparison, float | None, dict[str, int]]:
+        """Correctness trials, revalidation sets and the FLOP/byte counts: nothing here is timed."""
+        roof: dict[str, int] = {}
+        with self._phase("trials"):
+            comparison, ref_err = self._trials(reference, candidate)
+        if comparison.ok and self.options.time_candidate:
+            with self._phase("revalidation_sets"):
+                self._prepare_revalidation(reference)
+            with self._phase("roofline"):
+                roof = self._roofline(reference)
+        return comparison, ref_err, roof
+
     def _trials(self, reference: Worker, candidate: Worker) -> tuple[Comparison, float | None]:
         """Fresh inputs per trial; reference first in even trials, candidate first in odd ones."""
         opts = self.options

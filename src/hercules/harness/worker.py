@@ -476,6 +476,18 @@ def _force_verbose_extension_builds() -> None:
 ROLES: dict[str, Callable[[], Any]] = {"reference": ReferenceWorker, "candidate": CandidateWorker}
 
 
+# A caching allocator keeps its process' peak. With several evaluations' trials sharing one GPU,
+# problems with multi-GB tensors (KernelBench level 1: 6-17 GB an input) ran the H200 out of
+# memory while most of it sat cached in idle workers; what is cached beyond this goes back.
+RELEASE_CACHED_ABOVE_BYTES = 1 << 30
+
+
+def _release_cached_memory() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_CACHED_ABOVE_BYTES:
+            torch.cuda.empty_cache()
+
+
 def serve(role: str, conn: Connection) -> None:
     handler = ROLES[role]()
     while True:
@@ -497,6 +509,7 @@ def serve(role: str, conn: Connection) -> None:
                      "error": f"{type(exc).__name__}: {exc}"[:2000],
                      "traceback": traceback.format_exc()[-4000:]}
             traceback.print_exc()
+        _release_cached_memory()
         reply["worker_seconds"] = _perf_counter() - start
         conn.send_bytes(encode(reply))
 
