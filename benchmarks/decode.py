@@ -17,7 +17,6 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -56,21 +55,25 @@ def main() -> None:
     # The ablation first: it is one result, the table rows are many (a cut-off run keeps whichever finished).
     jobs = ([f"ablation:{args.ablation}"] if args.ablation else []) + [
         f"model:{name}" for name in args.models.split(",") if name]
+    out = Path(args.out)
     for job in jobs:
-        with tempfile.TemporaryDirectory() as tmp:
-            part = Path(tmp) / "part.json"
-            cmd = [sys.executable, __file__, "--job", job, "--out", str(part), "--batches", args.batches,
-                   "--new-tokens", str(args.new_tokens), "--prompt-len", str(args.prompt_len),
-                   "--budget", str(args.budget), "--device", args.device, "--dtype", args.dtype]
-            code = subprocess.run(cmd).returncode
-            got = json.loads(part.read_text()) if part.exists() else {}
-            result["rows"] += got.get("rows", [])  # a job that died keeps the rows it finished
-            if "ablation" in got:
-                result["ablation"] = got["ablation"]
-            if code != 0:
-                result["failed"].append({"job": job, "exit_status": code})
-                print(f"{job}: failed (exit status {code})", flush=True)
-        Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+        # The child's rows land beside --out as it goes and are merged when it ends; a run cut off
+        # from outside (a time limit on the whole script) still leaves the part file behind.
+        part = out.with_name(f"{out.stem}.{job.replace(':', '-')}.part.json")
+        part.unlink(missing_ok=True)
+        cmd = [sys.executable, __file__, "--job", job, "--out", str(part), "--batches", args.batches,
+               "--new-tokens", str(args.new_tokens), "--prompt-len", str(args.prompt_len),
+               "--budget", str(args.budget), "--device", args.device, "--dtype", args.dtype]
+        code = subprocess.run(cmd).returncode
+        got = json.loads(part.read_text()) if part.exists() else {}
+        result["rows"] += got.get("rows", [])  # a job that died keeps the rows it finished
+        if "ablation" in got:
+            result["ablation"] = got["ablation"]
+        if code != 0:
+            result["failed"].append({"job": job, "exit_status": code})
+            print(f"{job}: failed (exit status {code})", flush=True)
+        out.write_text(json.dumps(result, indent=1, default=str))
+        part.unlink(missing_ok=True)
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "---|" * len(COLUMNS))
     for row in result["rows"]:

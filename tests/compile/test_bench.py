@@ -55,3 +55,4 @@ def test_decode_script_runs_each_model_in_its_own_process(tmp_path):
     assert [r["model"] for r in result["rows"]] == ["tiny-llama"]
     assert result["rows"][0]["token_agreement"] == 1.0
     assert result["failed"] == [{"job": "model:no-such-preset", "exit_status": 1}]
+    assert not list(tmp_path.glob("*.part.json"))  # merged into --out, then removed
