@@ -22,6 +22,7 @@ from typing import Any
 from hercules.debug import classifier as cls
 from hercules.debug.corpus import Instance
 from hercules.debug.gate import GateResult, parse_task_timing
+from hercules.debug.region_timer import REGION, perf_command, read_region_ms, region_environment, timer_library
 from hercules.debug.toolchain import Toolchain, adapt_command
 from hercules.debug.workspace import CommandResult, prepare, run_command, skipped
 from hercules.harness.device_lock import DeviceLock
@@ -52,11 +53,21 @@ class Outcome:
     method: str
     ref_ms: float | None = None  # only where the same run times the reference too (core, defpy)
     notes: tuple[str, ...] = ()
+    wall_ms: float | None = None  # native: the test's wall time, the measure every passing run has
 
-    def gate(self, reference_ms: float | None) -> GateResult:
-        ref = self.ref_ms if self.ref_ms is not None else reference_ms
-        speedup = ref / self.time_ms if ref and self.time_ms else None
-        return GateResult(self.correct, speedup, ref, self.time_ms, self.method)
+    def gate(self, reference: dict[str, Any] | None) -> GateResult:
+        """Speedup against the reference measured the same way; ``reference`` is the reference
+        run's record (``time_ms``, ``method``, ``wall_ms``) for tasks whose run does not time it."""
+        if self.ref_ms is not None:
+            ref, cand, method = self.ref_ms, self.time_ms, self.method
+        elif reference is None:
+            ref, cand, method = None, self.time_ms, self.method
+        elif reference.get("method") == self.method:
+            ref, cand, method = reference.get("time_ms"), self.time_ms, self.method
+        else:  # e.g. the region timing failed for one of them: fall back to what both have
+            ref, cand, method = reference.get("wall_ms"), self.wall_ms, "test_wall"
+        speedup = ref / cand if ref and cand else None
+        return GateResult(self.correct, speedup, ref, cand, method)
 
     def to_json(self) -> dict[str, Any]:
         from hercules.harness.records import to_jsonable
@@ -92,14 +103,39 @@ def run_native(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunO
     with gpu_lock:  # one test on the GPU at a time: its wall time is the gate's measurement
         test = run_command("test", test_cmd, ws, tc.environ(), opts.test_timeout_s, where, tnotes)
     if test.ok and not _failed_test_output(test):
-        own = parse_task_timing(test.stdout)
-        method, ms = ("task_output", own) if own else ("test_wall", test.seconds * 1e3)
+        method, ms, perf_notes = _native_time(inst, test, test_cmd, ws, where, tc, opts, gpu_lock)
         return Outcome("native", h, build, test, None, cls.Classification(cls.PASSED), True, ms, method,
-                       notes=notes + tnotes)
+                       notes=notes + tnotes + perf_notes, wall_ms=test.seconds * 1e3)
     found = cls.classify_run(test.text, test.returncode, test.signal, test.timed_out)
     if test.ok:  # exit 0 but the harness printed a failure
         found = cls.Classification(cls.WRONG, "test_output", test.stdout.strip().splitlines()[-1][:200])
     return Outcome("native", h, build, test, None, found, False, None, "none", notes=notes + tnotes)
+
+
+def _native_time(inst: Instance, test: CommandResult, test_cmd: str, ws: Path, where: Path, tc: Toolchain,
+                 opts: RunOptions, gpu_lock: DeviceLock) -> tuple[str, float, tuple[str, ...]]:
+    """The gate's measurement of a passing native solution, best first: the task's own benchmark
+    region (its ``--perf`` mode, NVTX range timed with the device synchronised at both ends), the
+    timings its test printed, the test's wall time."""
+    perf = perf_command(inst, test_cmd)
+    why = "the test program has no --perf mode with an NVTX bench region"
+    if perf:
+        lib, why = timer_library(tc, opts.cache_dir)
+        if lib is not None:
+            out_file = where / "bench_region.txt"
+            out_file.unlink(missing_ok=True)
+            env = dict(tc.environ(), **region_environment(lib, out_file))
+            with gpu_lock:
+                run = run_command("perf", perf, ws, env, opts.test_timeout_s, where)
+            ms = read_region_ms(out_file) if run.ok else None
+            if ms is not None:
+                return "nvtx_region", ms, (f"timed: {perf} (NVTX {REGION}, device synchronised at both ends)",)
+            why = (f"{perf}: exit status {run.returncode}, timed out {run.timed_out}" if not run.ok
+                   else f"{perf}: no {REGION} range recorded")
+    own = parse_task_timing(test.stdout)
+    if own:
+        return "task_output", own, (f"timed by the test's printed timings ({why})",)
+    return "test_wall", test.seconds * 1e3, (f"timed by the test's wall time ({why})",)
 
 
 # Static findings that KernelBench's build-time checker also rejects outright (its strict checks):

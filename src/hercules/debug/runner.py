@@ -64,7 +64,7 @@ class Benchmark:
         self._outcomes: dict[tuple[str, str], Outcome] = {}
 
     # -- the reference, timed like a candidate (native and def.py tasks on a GPU) --
-    def reference_ms(self, inst: Instance) -> float | None:
+    def reference_timing(self, inst: Instance) -> dict[str, Any] | None:
         if inst.kind == "kernelbench" or not self.tc.gpu_present:
             return None
         with self._locks_guard:
@@ -78,10 +78,10 @@ class Benchmark:
                     return None
                 outcome, seconds = run_solution(inst, reference, where, self.tc, self.opts, self.gpu_lock)
                 saved = {"correct": outcome.correct, "time_ms": outcome.time_ms, "method": outcome.method,
-                         "category": outcome.classification.category, "reason": outcome.classification.reason,
-                         "seconds": round(seconds, 3)}
+                         "wall_ms": outcome.wall_ms, "category": outcome.classification.category,
+                         "reason": outcome.classification.reason, "seconds": round(seconds, 3)}
                 write_json_atomic(where / "result.json", saved)
-            return saved["time_ms"] if saved["correct"] else None
+            return saved if saved["correct"] else None
 
     def _outcome(self, inst: Instance, code: str, where) -> Outcome:
         """Run the code, unless the same code already failed to build (or built, untestable) for
@@ -101,7 +101,7 @@ class Benchmark:
 
     def _record(self, fixer: str, protocol: Protocol, inst: Instance, sample: int, round_: int, code: str,
                 note: str, outcome: Outcome, seconds: float) -> dict[str, Any]:
-        gate = outcome.gate(self.reference_ms(inst) if outcome.correct else None)
+        gate = outcome.gate(self.reference_timing(inst) if outcome.correct else None)
         found = outcome.classification
         if gate.correct and not gate.passes(protocol.p):
             found = cls.Classification(cls.SLOW, gate.method,
