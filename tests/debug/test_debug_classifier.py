@@ -124,3 +124,23 @@ def test_static_scan_rejects_kernelbench_fallback_bypasses_but_no_reference():
     # Only labelled compile errors are rejected statically: the logic/memory/timeout ones got past
     # the real checker, so rejecting them here would contradict the corpus.
     assert all("__compile_error__" in name for name in rejected), rejected
+
+
+def test_backend_requirement_comes_from_the_build_command_and_agrees_with_the_corpus():
+    """The corpus' KernelBench build commands run the checker with backend='cuda': a file without a
+    CUDA kernel (level1_58's broken file, every PyTorch reference) does not build; every broken file
+    labelled logic/memory/timeout got past the real checker and must get past this one too."""
+    from hercules.debug.attempt import required_backend, static_rejection
+
+    rejected = {}
+    for folder in sorted(CORPUS.glob("kernelbench_*")):
+        inst = load_instance(folder)
+        backend = required_backend(inst.build_command)
+        assert backend == "cuda", folder.name
+        assert "requires a __global__ kernel" in static_rejection(inst.reference_code(), backend)
+        why = static_rejection(inst.broken_code(), backend)
+        if why:
+            rejected[folder.name] = why
+    assert "kernelbench_level1_58__compile_error__5fed6fb1" in rejected
+    assert all("__compile_error__" in name for name in rejected), rejected
+    assert required_backend("python -m py_compile solution.py") is None

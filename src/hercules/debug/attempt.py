@@ -12,6 +12,7 @@ Without a GPU nothing native runs: a clean build is ``untested``, never a pass.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import time
@@ -140,17 +141,46 @@ def _native_time(inst: Instance, test: CommandResult, test_cmd: str, ws: Path, w
 
 # Static findings that KernelBench's build-time checker also rejects outright (its strict checks):
 # exception handlers that fall back to PyTorch, patched timers, threads, lazy tensor subclasses.
-# Its backend requirement (a CUDA kernel must be present) is not enforced: the corpus' KernelBench
-# references are the PyTorch problems themselves, and the replay fixer must be able to pass.
 STATIC_REJECT_FLAGS = frozenset({"reference_fallback", "monkey_patch", "background_thread", "tensor_subclass"})
 
+# The checker's backend requirement, named by the task's own build command (``backend='cuda'``):
+# a solution for that backend must contain its kind of kernel. Enforced because the command says
+# so; the consequence is that a PyTorch-only file (the corpus' KernelBench references among them)
+# does not build for such a task, which is also how CUDABeaver's own harness treats it.
+_BACKEND_ARG = re.compile(r"backend\s*=\s*['\"](\w+)['\"]")
+_BACKEND_KERNEL = {
+    "cuda": (("__global__",), ("load_inline", "cpp_extension"), "a __global__ kernel built with load_inline/cpp_extension"),
+    "triton": (("@triton.jit", "@triton.autotune"), ("tl.",), "a @triton.jit kernel using tl.* operations"),
+}
 
-def static_rejection(code: str) -> str | None:
-    """The static scan's reason to reject a KernelBench candidate before building, if any."""
+
+def required_backend(build_command: str) -> str | None:
+    m = _BACKEND_ARG.search(build_command)
+    return m.group(1).lower() if m and m.group(1).lower() in _BACKEND_KERNEL else None
+
+
+def _without_comments(code: str) -> str:
+    return "\n".join(line.split("#", 1)[0].split("//", 1)[0] for line in code.splitlines())
+
+
+def backend_rejection(code: str, backend: str | None) -> str | None:
+    if backend is None:
+        return None
+    kernel_marks, build_marks, what = _BACKEND_KERNEL[backend]
+    text = _without_comments(code)
+    if any(m in text for m in kernel_marks) and any(m in text for m in build_marks):
+        return None
+    return f"backend '{backend}' requires {what}; none found"
+
+
+def static_rejection(code: str, backend: str | None = None) -> str | None:
+    """The reason to reject a KernelBench candidate before building, if any: the static scan's
+    strict findings, then the backend requirement of the task's build command."""
     from hercules.harness.static_scan import scan_candidate
 
-    found = [f for f in scan_candidate(code) if f.flag in STATIC_REJECT_FLAGS]
-    return "; ".join(f"line {f.line}: {f.reason}" for f in found) or None
+    found = [f"line {f.line}: {f.reason}" for f in scan_candidate(code) if f.flag in STATIC_REJECT_FLAGS]
+    missing = backend_rejection(code, backend)
+    return "; ".join(found + ([missing] if missing else [])) or None
 
 
 def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
@@ -160,7 +190,7 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
 
     ws = prepare(inst, code, where)
     h = code_hash(code)
-    rejected = static_rejection(code)
+    rejected = static_rejection(code, required_backend(inst.build_command))
     if rejected:
         # The task's build command is KernelBench's static checker, which rejects fallback bypasses
         # before anything compiles; Hercules' own static scan plays that part here.

@@ -161,7 +161,49 @@ def inject_host_delay(code: str) -> str:
     return body[:at] + _HOST_PRELUDE + body[at:]
 
 
-def degenerate_kernelbench(problem_code: str) -> str:
+# A token CUDA kernel for tasks whose build requires one (KernelBench's checker with
+# backend='cuda'): the output's bytes copied once, so the fallback still builds there while the
+# work stays in PyTorch -- the shape of a repair that keeps a kernel only to pass the check.
+_TOKEN_CUDA = '''
+
+from torch.utils.cpp_extension import load_inline as _hercules_load_inline
+
+_HERCULES_TOKEN_CUDA = r"""
+__global__ void hercules_token_copy(const unsigned char* src, unsigned char* dst, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+torch::Tensor token_copy(torch::Tensor x) {
+    auto src = x.contiguous();
+    auto bytes = src.view(torch::kUInt8).reshape({-1});
+    auto out = torch::empty_like(bytes);
+    long long n = bytes.numel();
+    if (n > 0) hercules_token_copy<<<(unsigned)((n + 255) / 256), 256>>>(bytes.data_ptr<unsigned char>(), out.data_ptr<unsigned char>(), n);
+    return out.view(src.scalar_type()).view(src.sizes());
+}
+"""
+_hercules_token = _hercules_load_inline(
+    name="hercules_degenerate_token_copy", cpp_sources="torch::Tensor token_copy(torch::Tensor x);",
+    cuda_sources=_HERCULES_TOKEN_CUDA, functions=["token_copy"], verbose=False)
+'''
+
+
+def degenerate_kernelbench(problem_code: str, token_kernel: bool = False) -> str:
+    if token_kernel:
+        return problem_code.rstrip() + _TOKEN_CUDA + f'''
+
+
+class ModelNew(Model):
+    """Hercules 'degenerate' fixer: the PyTorch reference computed {DEGENERATE_REPEATS} times over
+    with a device synchronise between passes, its output passed through a token CUDA copy kernel."""
+
+    def forward(self, *args, **kwargs):
+        out = None
+        for _ in range({DEGENERATE_REPEATS}):
+            out = super().forward(*args, **kwargs)
+            torch.cuda.synchronize()
+        return _hercules_token.token_copy(out) if isinstance(out, torch.Tensor) and out.is_cuda else out
+'''
     return problem_code.rstrip() + f'''
 
 
@@ -204,7 +246,12 @@ class DegenerateFixer:
     def fix(self, request: FixRequest) -> FixAnswer:
         inst: Instance = request.instance
         if inst.kind == "kernelbench":
+            from hercules.debug.attempt import required_backend
+
             problem = (inst.testbench / "problem.py").read_text(encoding="utf-8")
+            if required_backend(inst.build_command) == "cuda":
+                return FixAnswer(degenerate_kernelbench(problem, token_kernel=True),
+                                 "PyTorch op, repeated and serialised, behind a token CUDA copy kernel")
             return FixAnswer(degenerate_kernelbench(problem), "PyTorch op, repeated and serialised")
         ref = inst.reference_code()
         if ref is None:
