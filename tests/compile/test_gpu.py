@@ -117,3 +117,24 @@ def test_exact_mode_is_bit_identical_on_gpu_bf16(preset, tmp_path):
     out, logits = dec.generate(ids, 128, return_logits=True)
     assert torch.equal(out, hf.sequences)
     assert (logits - torch.stack(hf.logits).float()).abs().max().item() == 0.0
+
+
+def test_graphed_prefill_matches_the_eager_pass_across_prompt_lengths():
+    """One prefill graph per prompt length, replayed with new prompt contents; its logits and caches
+    equal the eager pass's, and only the most recent lengths keep a graph."""
+    from hercules.compile import build_model
+    from hercules.compile.runtime import DecodeRuntime
+
+    m = build_model("tiny-qwen3", dtype="fp32", device="cuda", seed=1)
+    graphed, eager = DecodeRuntime(m), DecodeRuntime(m, graph_prefill=False)
+    assert graphed.graph_prefill and not eager.graph_prefill
+    lengths = [9, 5, 9, 3, 7, 11, 13, 5]
+    for i, T in enumerate(lengths):
+        ids = prompt(2, T, seed=i).cuda()
+        sg, se = graphed.state(2, 64), eager.state(2, 64)
+        got, want = graphed.prefill(ids, sg).clone(), eager.prefill(ids, se)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(sg.k_cache[:, :, :, :T], se.k_cache[:, :, :, :T], rtol=1e-5, atol=1e-5)
+    assert graphed.graph_prefill  # no capture failed
+    assert DecodeRuntime.MAX_PREFILL_GRAPHS == 4
+    assert list(graphed.state(2, 64).prefill_graphs) == [7, 11, 13, 5]  # least recently used first
