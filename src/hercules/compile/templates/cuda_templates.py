@@ -244,8 +244,8 @@ namespace hercules_k {
 __global__ void __launch_bounds__(${WARPS} * 32) attn_split_k_${ID}(
     const ${T}* __restrict__ q, const ${T}* __restrict__ kc, const ${T}* __restrict__ vc,
     const int64_t* __restrict__ pos, float* __restrict__ op, float* __restrict__ pm, float* __restrict__ pl,
-    int64_t sqb, int64_t sqh, int64_t skb, int64_t skh, int64_t sks, int64_t svb, int64_t svh, int64_t svs,
-    float scale) {
+    ${T}* __restrict__ out, int64_t sqb, int64_t sqh, int64_t skb, int64_t skh, int64_t sks, int64_t svb,
+    int64_t svh, int64_t svs, float scale) {
   using T = ${T};
   constexpr int HD = ${HD};
   constexpr int G = ${G};
@@ -336,11 +336,15 @@ __global__ void __launch_bounds__(${WARPS} * 32) attn_split_k_${ID}(
         }
       }
     }
-    const int64_t row = (static_cast<int64_t>(b * NKV + hk) * G + g) * SPLITS + split;
-    op[row * HD + d] = num;
-    if (d == 0) {
-      pm[row] = mx;
-      pl[row] = den;
+    if constexpr (SPLITS == 1) {  // one split: the result itself, no combine launch (same o / l)
+      out[(static_cast<int64_t>(b * NKV + hk) * G + g) * HD + d] = static_cast<T>(num / den);
+    } else {
+      const int64_t row = (static_cast<int64_t>(b * NKV + hk) * G + g) * SPLITS + split;
+      op[row * HD + d] = num;
+      if (d == 0) {
+        pm[row] = mx;
+        pl[row] = den;
+      }
     }
   }
 }
@@ -386,9 +390,10 @@ at::Tensor attention_${ID}(at::Tensor q, at::Tensor kc, at::Tensor vc, at::Tenso
   const int64_t B = q.size(0);
   const int64_t rows = B * ${NKV} * ${G};
   auto fopts = q.options().dtype(at::kFloat);
-  auto op = at::empty({rows * ${SPLITS}, ${HD}}, fopts);
-  auto pm = at::empty({rows * ${SPLITS}}, fopts);
-  auto pl = at::empty({rows * ${SPLITS}}, fopts);
+  constexpr bool kDirect = ${SPLITS} == 1;  // one split writes the output itself: no combine launch
+  auto op = at::empty({kDirect ? 0 : rows * ${SPLITS}, ${HD}}, fopts);
+  auto pm = at::empty({kDirect ? 0 : rows * ${SPLITS}}, fopts);
+  auto pl = at::empty({kDirect ? 0 : rows * ${SPLITS}}, fopts);
   auto out = at::empty({B, ${NKV} * ${G}, ${HD}}, q.options());
   if (B == 0) return out;
   const c10::cuda::CUDAGuard guard(q.device());
@@ -396,12 +401,14 @@ at::Tensor attention_${ID}(at::Tensor q, at::Tensor kc, at::Tensor vc, at::Tenso
   dim3 grid(static_cast<unsigned>(B * ${NKV}), ${SPLITS});
   hercules_k::attn_split_k_${ID}<<<grid, ${WARPS} * 32, 0, stream>>>(
       q.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), pos.data_ptr<int64_t>(), op.data_ptr<float>(),
-      pm.data_ptr<float>(), pl.data_ptr<float>(), q.stride(0), q.stride(1), kc.stride(0), kc.stride(1), kc.stride(2),
-      vc.stride(0), vc.stride(1), vc.stride(2), static_cast<float>(scale));
+      pm.data_ptr<float>(), pl.data_ptr<float>(), out.data_ptr<T>(), q.stride(0), q.stride(1), kc.stride(0),
+      kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), static_cast<float>(scale));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  hercules_k::attn_combine_k_${ID}<<<static_cast<unsigned>(rows), ${HD}, 0, stream>>>(
-      op.data_ptr<float>(), pm.data_ptr<float>(), pl.data_ptr<float>(), out.data_ptr<T>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (!kDirect) {
+    hercules_k::attn_combine_k_${ID}<<<static_cast<unsigned>(rows), ${HD}, 0, stream>>>(
+        op.data_ptr<float>(), pm.data_ptr<float>(), pl.data_ptr<float>(), out.data_ptr<T>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   return out;
 }
 """)

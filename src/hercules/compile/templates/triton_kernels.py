@@ -206,7 +206,7 @@ def kv_write(k, v, k_cache, v_cache, pos, *, HEADS, num_warps):
 
 
 @triton.jit
-def _attn_split_kernel(Q, K, V, POS, OP, M, L, sqb, sqh, skb, skh, sks, svb, svh, svs, scale,
+def _attn_split_kernel(Q, K, V, POS, OP, M, L, OUT, sqb, sqh, skb, skh, sks, svb, svh, svs, scale,
                        NKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, HD: tl.constexpr,
                        BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, TILES: tl.constexpr, IEEE: tl.constexpr):
     pid = tl.program_id(0)
@@ -249,10 +249,15 @@ def _attn_split_kernel(Q, K, V, POS, OP, M, L, sqb, sqh, skb, skh, sks, svb, svh
                 pv = tl.dot(p, v, input_precision="tf32")
             acc = acc * alpha[:, None] + pv
             m_i = m_new
-    row = (b * NKV * G + hk * G + g) * SPLITS + split  # [GP] over (b, head, split)
-    tl.store(OP + row[:, None] * HD + d[None, :], acc, mask=gmask[:, None])
-    tl.store(M + row, m_i, mask=gmask)
-    tl.store(L + row, l_i, mask=gmask)
+    if SPLITS == 1:  # one split: the result itself, no combine launch (same arithmetic: o / l)
+        head = b * NKV * G + hk * G + g
+        tl.store(OUT + head[:, None] * HD + d[None, :], (acc / l_i[:, None]).to(OUT.dtype.element_ty),
+                 mask=gmask[:, None])
+    else:
+        row = (b * NKV * G + hk * G + g) * SPLITS + split  # [GP] over (b, head, split)
+        tl.store(OP + row[:, None] * HD + d[None, :], acc, mask=gmask[:, None])
+        tl.store(M + row, m_i, mask=gmask)
+        tl.store(L + row, l_i, mask=gmask)
 
 
 @triton.jit
@@ -276,17 +281,21 @@ def decode_attention(q, k_cache, v_cache, pos, scale, *, BLOCK_N, SPLITS, num_wa
     g = nq // nkv
     gp = max(16, triton.next_power_of_2(g))
     dev = q.device
-    op = torch.empty((B * nq * SPLITS, hd), dtype=torch.float32, device=dev)
-    m = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
-    lsum = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
+    out = torch.empty((B, nq, hd), dtype=q.dtype, device=dev)
+    if SPLITS == 1:  # the split kernel writes ``out`` itself; the partial buffers are not touched
+        op = m = lsum = out
+    else:
+        op = torch.empty((B * nq * SPLITS, hd), dtype=torch.float32, device=dev)
+        m = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
+        lsum = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
     tiles = triton.cdiv(triton.cdiv(cap, SPLITS), BLOCK_N)
     _attn_split_kernel[(B * nkv, SPLITS)](
-        q, k_cache, v_cache, pos, op, m, lsum, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
+        q, k_cache, v_cache, pos, op, m, lsum, out, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), scale,
         NKV=nkv, G=g, GP=gp, HD=hd, BLOCK_N=BLOCK_N, SPLITS=SPLITS, TILES=tiles,
         IEEE=q.dtype == torch.float32, num_warps=num_warps)
-    out = torch.empty((B, nq, hd), dtype=q.dtype, device=dev)
-    _attn_combine_kernel[(B * nq,)](op, m, lsum, out, HD=hd, SPLITS=SPLITS, num_warps=1 if hd <= 64 else 2)
+    if SPLITS > 1:
+        _attn_combine_kernel[(B * nq,)](op, m, lsum, out, HD=hd, SPLITS=SPLITS, num_warps=1 if hd <= 64 else 2)
     return out
 
 
