@@ -1,9 +1,10 @@
 """Tables of a ``hercules debug run`` with the replay, null and degenerate fixers (the H200 check).
 
-    python benchmarks/debug_tables.py RUN_DIR OUT_DIR
+    python benchmarks/debug_tables.py RUN_DIR [RUN_DIR ...] OUT_DIR
 
-Reads every ``result.json`` under RUN_DIR/attempts (so a run cut short still gives its tables) and
-writes OUT_DIR/debug_h200_tables.md and .json; prints the headline lines.
+Reads every ``result.json`` under each RUN_DIR/attempts (so a run cut short still gives its tables;
+several runs, e.g. one per GPU lane over different families, give one table) and writes
+OUT_DIR/debug_h200_tables.md and .json; prints the headline lines.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from hercules.debug.classifier import LABEL_OF
 from hercules.debug.gate import GateResult
 
 
-def load_rounds(run_dir: Path) -> dict[str, dict[str, dict]]:
-    """{fixer: {task_id: last round of sample 0}}."""
+def load_rounds(*run_dirs: Path) -> dict[str, dict[str, dict]]:
+    """{fixer: {task_id: last round of sample 0}} over every run given."""
     out: dict[str, dict[str, dict]] = {}
-    for path in sorted(run_dir.glob("attempts/*/*/*/s0/i*/result.json")):
+    for path in sorted(p for run_dir in run_dirs for p in run_dir.glob("attempts/*/*/*/s0/i*/result.json")):
         rec = json.loads(path.read_text())
         prev = out.setdefault(rec["fixer"], {}).get(rec["task_id"])
         if prev is None or rec["round"] > prev["round"]:
@@ -47,8 +48,9 @@ def tables(rounds: dict[str, dict[str, dict]]) -> tuple[str, dict]:
                            "failed": {t: f"{r['category']}/{r['subtype']}: {r['reason'][:200]}"
                                       for t, r in replay.items() if not _passes(r, 0.0)}}
         md += [f"## replay: {len(ok)}/{len(replay)} pass at p=0", "",
-               _row(["task", "passed p=0", "category", "speedup", "why (if failed)"]), "|---|---|---|---|---|"]
-        md += [_row([t, _passes(r, 0.0), r["category"], _fmt(r["gate"]["speedup"]),
+               _row(["task", "passed p=0", "category", "speedup", "timed by", "why (if failed)"]),
+               "|---|---|---|---|---|---|"]
+        md += [_row([t, _passes(r, 0.0), r["category"], _fmt(r["gate"]["speedup"]), r["gate"]["method"],
                      "" if _passes(r, 0.0) else r["reason"][:160]]) for t, r in sorted(replay.items())]
     null = rounds.get("null", {})
     if null:
@@ -70,10 +72,11 @@ def tables(rounds: dict[str, dict[str, dict]]) -> tuple[str, dict]:
                                "rejected_p0.7": len(rejected)}
         md += ["", (f"## degenerate: correct {len(correct)}/{len(degen)}; of those accepted at p=0: "
                     f"{len(accepted0)}, rejected at p=0.7: {len(rejected)}"), "",
-               _row(["task", "correct", "speedup", "accepted p=0", "rejected p=0.7", "signs", "category"]),
-               "|---|---|---|---|---|---|---|"]
-        md += [_row([t, r["correct"], _fmt(r["gate"]["speedup"]), _passes(r, 0.0), not _passes(r, 0.7),
-                     ",".join(r["degeneration"]) or "-", r["category"]]) for t, r in sorted(degen.items())]
+               _row(["task", "correct", "speedup", "timed by", "accepted p=0", "rejected p=0.7", "signs", "category"]),
+               "|---|---|---|---|---|---|---|---|"]
+        md += [_row([t, r["correct"], _fmt(r["gate"]["speedup"]), r["gate"]["method"], _passes(r, 0.0),
+                     not _passes(r, 0.7), ",".join(r["degeneration"]) or "-", r["category"]])
+               for t, r in sorted(degen.items())]
     return "\n".join(md) + "\n", facts
 
 
@@ -82,8 +85,10 @@ def _fmt(v) -> str:
 
 
 def main() -> int:
-    run_dir, out_dir = Path(sys.argv[1]), Path(sys.argv[2])
-    md, facts = tables(load_rounds(run_dir))
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    run_dirs, out_dir = [Path(a) for a in sys.argv[1:-1]], Path(sys.argv[-1])
+    md, facts = tables(load_rounds(*run_dirs))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "debug_h200_tables.md").write_text(md)
     (out_dir / "debug_h200_tables.json").write_text(json.dumps(facts, indent=1))

@@ -20,6 +20,11 @@ run_lane 0 "$1" "0-$((half - 1))" "${LANE0_ENV:-}" &
 run_lane 1 "$2" "$half-$((cores - 1))" "${LANE1_ENV:-}" &
 wait
 for lane in 0 1; do echo "##### lane $lane"; tail -60 "$OUT/lane$lane/session.log"; done
+# Both lanes ran the debugging benchmark (e.g. split by family): one table over both runs.
+if [ -d "$OUT/lane0/debug/run" ] && [ -d "$OUT/lane1/debug/run" ]; then
+  echo "##### both lanes' debugging runs"
+  PYTHONPATH=$PWD/src python3 benchmarks/debug_tables.py "$OUT/lane0/debug/run" "$OUT/lane1/debug/run" "$OUT/debug_merged"
+fi
 # A call brings back at most 8 files: both lanes' outputs travel as one archive.
 # (without the debugging benchmark's run folders and caches: their builds put it over 16 MiB)
 tar czf "$OUT/lanes.tgz" -C "$OUT" --exclude='lane*/debug/run' --exclude='lane*/debug/cache' lane0 lane1 \
