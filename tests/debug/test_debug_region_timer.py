@@ -58,6 +58,8 @@ def test_perf_command_needs_the_flag_and_the_region_in_the_testbench():
     no_region = load_instance(next(CORPUS.glob("cuda_21__*")))  # its test has neither
     assert perf_command(no_region, "./test.out") is None
     assert perf_command(lib_task, "./a.out && ./b.out") is None  # not a single program invocation
+    # a sanitizer wrapper checks memory; the timing runs the program itself
+    assert perf_command(lib_task, "python test/run_sanitizer.py ./test.out") == "./test.out --perf"
 
 
 def _passing(method: str, time_ms: float, wall_ms: float) -> Outcome:

@@ -23,10 +23,18 @@ _SOURCES = ("*.cu", "*.cpp", "*.cc", "*.c", "*.cuh", "*.h", "*.hpp")
 _build_lock = threading.Lock()
 
 
+_PROGRAM = re.compile(r"(?:^|\s)(\./[\w./-]+)")
+
+
 def perf_command(inst: Instance, test_command: str) -> str | None:
-    """``<test command> --perf`` when the testbench's program has that mode and an NVTX bench region."""
-    if not test_command.strip() or re.search(r"[;&|]", test_command):
-        return None  # only a plain program invocation can take the flag
+    """``<program> --perf`` when the testbench's program has that mode and an NVTX bench region.
+    The program is the ``./...`` the test command runs, called directly: a wrapper such as
+    ``python test/run_sanitizer.py ./test.out`` checks memory, it is not part of the timing."""
+    if re.search(r"[;&|]", test_command):
+        return None  # a pipeline of steps: no single program to time
+    programs = _PROGRAM.findall(test_command)
+    if len(programs) != 1:
+        return None
     has_flag = has_region = False
     for pattern in _SOURCES:
         for path in inst.testbench.rglob(pattern):
@@ -37,7 +45,7 @@ def perf_command(inst: Instance, test_command: str) -> str | None:
             has_flag = has_flag or f'"{PERF_FLAG}"' in text
             has_region = has_region or f'"{REGION}"' in text
             if has_flag and has_region:
-                return f"{test_command.strip()} {PERF_FLAG}"
+                return f"{programs[0]} {PERF_FLAG}"
     return None
 
 
