@@ -30,6 +30,9 @@ NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_qk_rotary_k
     ("bfloat16", "2", NON_GEMV, ""),
     # residual add + RMSNorm folded into QKV and gate/up (with the SwiGLU epilogue)
     ("bfloat16", "1,3", "triton_norm_gemv", ""),
+    # rotary + KV write + attention in one kernel (fp32: the interpreter truncates to bf16 where
+    # GPUs round to nearest, and attention compounds that past the bf16 tolerance)
+    ("float32", "1,3", "triton_rotary_flash_decode", ""),
 ])
 def test_triton_templates_match_references_under_interpreter(dtype, batches, templates, regions):
     args = ["-m", "hercules.compile.selfcheck", "--lang", "triton", "--device", "cpu", "--dtype", dtype,
@@ -52,6 +55,10 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
         assert any(r["template"] == "triton_qk_rotary" and r["params"]["HAS_NORM"] == 1 for r in out["results"])
         # and the rotary that writes the KV cache, with and without the norm
         assert {r["params"]["HAS_NORM"] for r in out["results"] if r["template"] == "triton_qk_rotary_kv"} == {0, 1}
+    elif templates == "triton_rotary_flash_decode":
+        rows = [r for r in out["results"] if r["template"] == templates]
+        assert {r["params"]["HAS_NORM"] for r in rows} == {0, 1}  # Llama without, Qwen3 with the q/k norm
+        assert {r["params"]["SPLITS"] > 1 for r in rows} == {False, True}  # direct output and split + combine
     elif templates == "triton_norm_gemv":
         assert kinds == {("triton_norm_gemv", "qkv_proj"), ("triton_norm_gemv", "gate_up_silu_mul")}
     else:
@@ -133,4 +140,18 @@ def test_decode_with_the_kv_write_folded_into_rotary_matches_hf_eager(tmp_path):
         assert r["plan"]["rotary"].startswith("triton_qk_rotary_kv"), r["plan"]
         assert "kv_write" in r["fuses"]["rotary"] and r["fused_into"]["kv_write"] == "rotary", r
         assert r["impls"] == ["rotary+kv_write"], r
+        assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]
+
+
+def test_decode_with_rotary_kv_write_and_attention_in_one_kernel_matches_hf_eager(tmp_path):
+    """triton_rotary_flash_decode pinned: rotary, the cache write and attention run as one kernel
+    (the q/k norm too on Qwen3 when the pinned point has it); HF's greedy tokens are reproduced and
+    the cache reloads it."""
+    res = _decode_with_fusions_pinned({"rotary": "triton_rotary_flash_decode"}, tmp_path)
+    for name, r in res.items():
+        assert r["match"], (name, r)
+        assert r["plan"]["rotary"].startswith("triton_rotary_flash_decode"), r["plan"]
+        assert {"kv_write", "decode_attention"} <= set(r["fuses"]["rotary"]), r
+        assert r["fused_into"]["kv_write"] == r["fused_into"]["decode_attention"] == "rotary", r
+        assert r["impls"] == ["rotary+kv_write+attention"], r
         assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]

@@ -45,6 +45,14 @@ MAX_RISK_CHARS = 300
 ALLOWED_KEYS = {"label", "priorities", "prune", "param_hints", "risk"}
 
 
+
+def _decode_splits(blocks: int, capacity: int, sms: int) -> int:
+    """Split count that fills the SMs with (batch x kv heads) blocks, each split >= 32 positions."""
+    splits = 1
+    while blocks * splits < sms and splits < 32 and capacity // (splits * 2) >= 32:
+        splits *= 2
+    return splits
+
 class AdvisorWarning(UserWarning):
     pass
 
@@ -369,8 +377,9 @@ class RuleAdvisor(Advisor):
                 hints["cuda_add_rmsnorm"] = {"VEC": [vec, vec // 2 or 1], "THREADS": [min(256, threads), threads]}
                 hints["triton_add_rmsnorm"] = {"num_warps": [4, 8]}
             elif r.kind == "rotary":
-                # triton_qk_rotary_kv also writes the KV cache: the kv_write kernel goes away
-                pri = ["triton_qk_rotary", "triton_qk_rotary_kv", "cuda_qk_rotary"]
+                # triton_qk_rotary_kv also writes the KV cache: the kv_write kernel goes away;
+                # triton_rotary_flash_decode also attends: the attention kernels go too
+                pri = ["triton_qk_rotary", "triton_qk_rotary_kv", "triton_rotary_flash_decode", "cuda_qk_rotary"]
                 if r.attr("qk_norm_fusable"):
                     hints["triton_qk_rotary"] = {"HAS_NORM": [1], "HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"HAS_NORM": [1], "WARPS": [4]}
@@ -379,16 +388,17 @@ class RuleAdvisor(Advisor):
                     hints["triton_qk_rotary"] = {"HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"WARPS": [4]}
                 hints["triton_qk_rotary_kv"] = dict(hints["triton_qk_rotary"])  # the same kernel plus the cache write
+                splits = _decode_splits(r.batch * r.attr("kv_heads"), r.attr("capacity"), sms)
+                hints["triton_rotary_flash_decode"] = {
+                    "SPLITS": sorted({splits, max(1, splits // 2), 1}, reverse=True), "BLOCK_N": [32, 64],
+                    "num_warps": [4], **({"HAS_NORM": [1]} if r.attr("qk_norm_fusable") else {})}
             elif r.kind == "decode_attention":
-                cap = r.attr("capacity")
-                blocks = r.batch * r.attr("kv_heads")
-                splits = 1
-                while blocks * splits < sms and splits < 32 and cap // (splits * 2) >= 32:
-                    splits *= 2
+                splits = _decode_splits(r.batch * r.attr("kv_heads"), r.attr("capacity"), sms)
+                # one split writes its output directly (no combine launch): worth a try at short contexts
+                split_hint = sorted({splits, max(1, splits // 2), 1}, reverse=True)
                 pri = ["triton_flash_decode", "cuda_flash_decode", "torch_sdpa"]
-                hints["triton_flash_decode"] = {"SPLITS": [splits, max(1, splits // 2)], "BLOCK_N": [32, 64],
-                                                "num_warps": [4]}
-                hints["cuda_flash_decode"] = {"SPLITS": [splits, max(1, splits // 2)], "WARPS": [4, 8]}
+                hints["triton_flash_decode"] = {"SPLITS": split_hint, "BLOCK_N": [32, 64], "num_warps": [4]}
+                hints["cuda_flash_decode"] = {"SPLITS": split_hint, "WARPS": [4, 8]}
                 risk.append("split-K partials must be combined with the running max; empty splits contribute 0")
             elif r.kind == "kv_write":
                 pri = ["triton_kv_write"]  # one launch for k and v instead of two index_copy_

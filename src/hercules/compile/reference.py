@@ -132,6 +132,16 @@ def rotary_kv_write(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache
 ROTARY_KV_KEY = "rotary+kv_write"  # the implementation-table entry of a rotary that writes the cache
 
 
+def rotary_kv_attention(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, scale: float):
+    """Rotary (with the q/k norm when weights are given), the KV-cache write and decode attention in
+    one call: the attention output [B, nq, hd] comes back, the caches hold the new k and v."""
+    return decode_attention(rotary_kv_write(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos),
+                            k_cache, v_cache, pos, scale)
+
+
+ROTARY_KV_ATTN_KEY = "rotary+kv_write+attention"  # the entry of a rotary that also attends
+
+
 def decode_attention(q, k_cache, v_cache, pos, scale: float):
     """Grouped-query attention of one query position over cache positions 0..pos.
 

@@ -31,6 +31,7 @@ from .regions import ModelSpec, model_spec
 
 NORM_QKV = ref.norm_fused_key("qkv_proj")
 ROTARY_KV = ref.ROTARY_KV_KEY
+ROTARY_KV_ATTN = ref.ROTARY_KV_ATTN_KEY
 NORM_GATE_UP = ref.norm_fused_key("gate_up_silu_mul")
 
 DEFAULT_IMPLS: dict[str, Callable] = {
@@ -324,12 +325,15 @@ class DecodeRuntime:
             if s.qk_norm and not self.fused_qk_rotary:
                 q, k = f["qk_norm"](q, k, lw.q_norm, lw.k_norm, eps)
                 norms = (None, None)
-            if ROTARY_KV in f:  # the rotary kernel writes k and v into the caches itself
-                q = f[ROTARY_KV](q, k, v, cos, sin, *norms, eps, kc, vc, st.pos)
+            if ROTARY_KV_ATTN in f:  # one kernel: rotary, the cache write and the attention
+                o = f[ROTARY_KV_ATTN](q, k, v, cos, sin, *norms, eps, kc, vc, st.pos, self.scale)
             else:
-                q, k = f["rotary"](q, k, cos, sin, *norms, eps)
-                f["kv_write"](k, v, kc, vc, st.pos)
-            o = f["decode_attention"](q, kc, vc, st.pos, self.scale)
+                if ROTARY_KV in f:  # the rotary kernel writes k and v into the caches itself
+                    q = f[ROTARY_KV](q, k, v, cos, sin, *norms, eps, kc, vc, st.pos)
+                else:
+                    q, k = f["rotary"](q, k, cos, sin, *norms, eps)
+                    f["kv_write"](k, v, kc, vc, st.pos)
+                o = f["decode_attention"](q, kc, vc, st.pos, self.scale)
             a = f["o_proj"](o.reshape(B, nq * hd), lw.o)
             if NORM_GATE_UP in f:
                 m, h = f[NORM_GATE_UP](a, h, lw.post_norm, eps, lw.gate_up, s.intermediate)

@@ -34,7 +34,7 @@ from hercules.fileio import write_text_atomic
 
 from . import advisor as adv_mod
 from .constraints import DeviceInfo, check as constraint_check
-from .reference import NORM_FUSABLE, ROTARY_KV_KEY, norm_fused_key
+from .reference import NORM_FUSABLE, ROTARY_KV_ATTN_KEY, ROTARY_KV_KEY, norm_fused_key
 from .regions import Region
 from .templates import find_template, fallback_spec, templates_for
 from .templates.base import Candidate, CandidateSpec
@@ -525,6 +525,44 @@ def select(
                 decisions["qk_norm"].fold_into("rotary", fz)
                 impls["qk_norm"] = None
 
+    # Rotary, KV-cache write and attention in one kernel: kept where it beats the kernels the plan
+    # has for them now (the rotary decision already holds whatever it absorbed above). A candidate
+    # that applies the q/k norm replaces it too; one that does not needs the norm done before it.
+    if "rotary" in regions and "kv_write" in regions and "decode_attention" in regions:
+        rot, kv, attn = decisions["rotary"], decisions["kv_write"], decisions["decode_attention"]
+        qkn = decisions.get("qk_norm")
+        pins = force.get("rotary")
+        now = [rot.chosen_ms, None if kv.fused_into else kv.chosen_ms, attn.chosen_ms]
+        if None not in (rot.chosen_ms, attn.chosen_ms) and (kv.fused_into or kv.chosen_ms is not None):
+            base = sum(x for x in now if x is not None)
+            options = []
+            if qkn is not None:  # Qwen3: the norm inside, replacing the separate one if there is one
+                full = best("rotary", fuses=("qk_norm", "kv_write", "decode_attention"))
+                extra = 0.0 if fused_flag else (qkn.chosen_ms or 0.0)
+                if full is not None:
+                    options.append((full, base + extra))
+            if qkn is None or not fused_flag:  # no norm to fold, or it stays a kernel of its own
+                plain = best("rotary", fuses=("kv_write", "decode_attention"))
+                if plain is not None:
+                    options.append((plain, base))
+            pinned = [o for o in options if pins and _match(_trial_spec(o[0], "rotary"), pins)]
+            winners = pinned or ([] if pins else [o for o in options if o[0].median_ms < o[1] * (1 - margin)])
+            if winners:
+                fz, parts = max(winners, key=lambda o: o[1] - o[0].median_ms)
+                rot.adopt(fz, build_groups.get(("rotary", fz.id)),
+                          f"KV-cache write and attention folded in: {fz.median_ms:.4f} ms vs {parts:.4f} ms for the "
+                          "kernels it replaces" + (" (pinned)" if pinned else ""))
+                impls[ROTARY_KV_ATTN_KEY] = cands_by["rotary"][fz.id].fn
+                for key in ("rotary", ROTARY_KV_KEY, "decode_attention", "kv_write"):
+                    impls.pop(key, None)
+                if not kv.fused_into:
+                    kv.fused_into, kv.why = "rotary", f"folded into rotary ({fz.id}); measured alone: {kv.why}"
+                attn.fold_into("rotary", fz)
+                if "qk_norm" in fz.fuses and qkn is not None:
+                    fused_flag = True
+                    qkn.fold_into("rotary", fz)
+                    impls["qk_norm"] = None
+
     # The residual add + RMSNorm folded into the projection after it: kept where one fused kernel
     # beats the two it replaces (the norm's own decision stays: final_norm and any unfused
     # consumer still use it).
@@ -605,6 +643,9 @@ def load_cached(plan_json: dict[str, Any], regions: dict[str, Region], weights: 
             continue
         if r.kind == "rotary":
             fused = "qk_norm" in d.fuses
+            if "decode_attention" in d.fuses:
+                impls[ROTARY_KV_ATTN_KEY] = c.fn
+                continue
             if "kv_write" in d.fuses:
                 impls[ROTARY_KV_KEY] = c.fn
                 continue

@@ -134,9 +134,13 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str
         if names_fusion(fused, "kv_write"):
             nkv, cap = region.attr("kv_heads"), region.attr("capacity")
             v = qkv[:, (nq + nkv) * hd :].view(B, nkv, hd)  # a strided view, as in the runtime
-            pos = torch.tensor([cap // 2 + trial % 3], dtype=torch.int64, device=dev)
-            return (q, kk, v, cos, sin, *norms, region.attr("eps"), randn(B, nkv, cap, hd), randn(B, nkv, cap, hd),
-                    pos)
+            if names_fusion(fused, "decode_attention"):  # attention over the history: first, middle, last position
+                positions = [cap // 2 + 3, 0, cap - 1, cap // 3]
+                pos = torch.tensor([min(cap - 1, positions[trial % len(positions)])], dtype=torch.int64, device=dev)
+            else:
+                pos = torch.tensor([cap // 2 + trial % 3], dtype=torch.int64, device=dev)
+            args = (q, kk, v, cos, sin, *norms, region.attr("eps"), randn(B, nkv, cap, hd), randn(B, nkv, cap, hd), pos)
+            return (*args, hd ** -0.5) if names_fusion(fused, "decode_attention") else args
         return (q, kk, cos, sin, *norms, region.attr("eps"))
     if k in ("kv_write", "decode_attention"):
         nkv, hd, cap = region.attr("kv_heads"), region.attr("head_dim"), region.attr("capacity")
@@ -163,6 +167,8 @@ def reference_fn(region: Region, fused: bool | tuple[str, ...] = False) -> Calla
     from .templates import fallback_template
 
     if region.kind == "rotary":
+        if names_fusion(fused, "decode_attention"):
+            return ref.rotary_kv_attention
         if names_fusion(fused, "kv_write"):
             return ref.rotary_kv_write
         return ref.rotary  # with norm weights in the args it is qk_norm + rotary
@@ -177,6 +183,8 @@ def run(fn: Callable, region: Region, args: tuple, fused: bool | tuple[str, ...]
     out = fn(*args)
     if region.kind == "kv_write":
         return (args[2], args[3])
+    if region.kind == "rotary" and names_fusion(fused, "decode_attention"):
+        return (out, args[-4], args[-3])  # ..., k_cache, v_cache, pos, scale
     if region.kind == "rotary" and names_fusion(fused, "kv_write"):
         return (out, args[-3], args[-2])  # ..., k_cache, v_cache, pos
     return out
@@ -200,3 +208,4 @@ def check(fn: Callable, region: Region, weights: RegionWeights, *, fused: bool |
         if not ok:
             return False, worst, f"trial {t}: {msg}"
     return True, worst, ""
+

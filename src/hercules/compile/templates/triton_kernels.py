@@ -213,10 +213,7 @@ def _attn_split_kernel(Q, K, V, POS, OP, M, L, OUT, sqb, sqh, skb, skh, sks, svb
     split = tl.program_id(1)
     b = pid // NKV
     hk = pid % NKV
-    length = tl.load(POS) + 1
-    chunk = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N
-    lo = split * chunk
-    hi = tl.minimum(lo + chunk, length)
+    lo, hi = _split_range(POS, split, SPLITS, BLOCK_N)
     g = tl.arange(0, GP)
     d = tl.arange(0, HD)
     gmask = g < G
@@ -225,8 +222,25 @@ def _attn_split_kernel(Q, K, V, POS, OP, M, L, OUT, sqb, sqh, skb, skh, sks, svb
     m_i = tl.full([GP], float("-inf"), tl.float32)
     l_i = tl.zeros([GP], tl.float32)
     acc = tl.zeros([GP, HD], tl.float32)
-    kbase = K + b * skb + hk * skh
-    vbase = V + b * svb + hk * svh
+    m_i, l_i, acc = _attend_tiles(q, K + b * skb + hk * skh, V + b * svb + hk * svh, sks, svs, lo, hi, scale,
+                                  m_i, l_i, acc, HD, BLOCK_N, TILES, IEEE)
+    _store_attention(OP, M, L, OUT, acc, m_i, l_i, (b * NKV + hk) * G + g, gmask, split, HD, SPLITS)
+
+
+@triton.jit
+def _split_range(POS, split, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This split's cache positions [lo, hi) of the valid length pos + 1, in whole tiles."""
+    length = tl.load(POS) + 1
+    chunk = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    return lo, tl.minimum(lo + chunk, length)
+
+
+@triton.jit
+def _attend_tiles(q, kbase, vbase, sks, svs, lo, hi, scale, m_i, l_i, acc,
+                  HD: tl.constexpr, BLOCK_N: tl.constexpr, TILES: tl.constexpr, IEEE: tl.constexpr):
+    """Online softmax of q's heads over cache positions [lo, hi), tile by tile."""
+    d = tl.arange(0, HD)
     for t in range(TILES):  # static trip count; tiles past this split's range are skipped
         start = lo + t * BLOCK_N
         if start < hi:
@@ -249,12 +263,19 @@ def _attn_split_kernel(Q, K, V, POS, OP, M, L, OUT, sqb, sqh, skb, skh, sks, svb
                 pv = tl.dot(p, v, input_precision="tf32")
             acc = acc * alpha[:, None] + pv
             m_i = m_new
-    if SPLITS == 1:  # one split: the result itself, no combine launch (same arithmetic: o / l)
-        head = b * NKV * G + hk * G + g
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _store_attention(OP, M, L, OUT, acc, m_i, l_i, head, gmask, split, HD: tl.constexpr, SPLITS: tl.constexpr):
+    """One split: the result itself, no combine launch (the combine's arithmetic: o / l); more:
+    this split's partial output, running max and sum for the combine kernel."""
+    d = tl.arange(0, HD)
+    if SPLITS == 1:
         tl.store(OUT + head[:, None] * HD + d[None, :], (acc / l_i[:, None]).to(OUT.dtype.element_ty),
                  mask=gmask[:, None])
     else:
-        row = (b * NKV * G + hk * G + g) * SPLITS + split  # [GP] over (b, head, split)
+        row = head * SPLITS + split  # [GP] over (b, head, split)
         tl.store(OP + row[:, None] * HD + d[None, :], acc, mask=gmask[:, None])
         tl.store(M + row, m_i, mask=gmask)
         tl.store(L + row, l_i, mask=gmask)
@@ -280,23 +301,99 @@ def decode_attention(q, k_cache, v_cache, pos, scale, *, BLOCK_N, SPLITS, num_wa
     nkv, cap = k_cache.shape[1], k_cache.shape[2]
     g = nq // nkv
     gp = max(16, triton.next_power_of_2(g))
-    dev = q.device
-    out = torch.empty((B, nq, hd), dtype=q.dtype, device=dev)
-    if SPLITS == 1:  # the split kernel writes ``out`` itself; the partial buffers are not touched
-        op = m = lsum = out
-    else:
-        op = torch.empty((B * nq * SPLITS, hd), dtype=torch.float32, device=dev)
-        m = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
-        lsum = torch.empty((B * nq * SPLITS,), dtype=torch.float32, device=dev)
+    out, op, m, lsum = _attention_buffers(q, SPLITS)
     tiles = triton.cdiv(triton.cdiv(cap, SPLITS), BLOCK_N)
     _attn_split_kernel[(B * nkv, SPLITS)](
         q, k_cache, v_cache, pos, op, m, lsum, out, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), scale,
         NKV=nkv, G=g, GP=gp, HD=hd, BLOCK_N=BLOCK_N, SPLITS=SPLITS, TILES=tiles,
         IEEE=q.dtype == torch.float32, num_warps=num_warps)
-    if SPLITS > 1:
-        _attn_combine_kernel[(B * nq,)](op, m, lsum, out, HD=hd, SPLITS=SPLITS, num_warps=1 if hd <= 64 else 2)
+    return _combine(out, op, m, lsum, SPLITS)
+
+
+def _attention_buffers(q, splits: int):
+    """The output and, with more than one split, the partials the combine kernel reads."""
+    B, nq, hd = q.shape
+    out = torch.empty((B, nq, hd), dtype=q.dtype, device=q.device)
+    if splits == 1:  # the split kernel writes ``out`` itself; the partial buffers are not touched
+        return out, out, out, out
+    rows = B * nq * splits
+    return (out, torch.empty((rows, hd), dtype=torch.float32, device=q.device),
+            torch.empty((rows,), dtype=torch.float32, device=q.device),
+            torch.empty((rows,), dtype=torch.float32, device=q.device))
+
+
+def _combine(out, op, m, lsum, splits: int):
+    if splits > 1:
+        B, nq, hd = out.shape
+        _attn_combine_kernel[(B * nq,)](op, m, lsum, out, HD=hd, SPLITS=splits, num_warps=1 if hd <= 64 else 2)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# rotary (+ q/k norm) + KV-cache write + flash-decoding attention in one kernel: each program
+# rotates the query heads of its kv head itself, and the program whose split holds the new
+# position writes the rotated k and the v into the caches and adds that position to its softmax
+# from registers (no split reads the position being written, so there is no race).
+
+
+@triton.jit
+def _rope_attn_split_kernel(Q, K, V, COS, SIN, QW, KW, KC, VC, POS, OP, M, L, OUT,
+                            sqb, sqh, skb, skh, svb, svh, kcb, kch, kcs, vcb, vch, vcs, eps, scale,
+                            NKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, HD: tl.constexpr,
+                            BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, TILES: tl.constexpr,
+                            IEEE: tl.constexpr, HAS_NORM: tl.constexpr):
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid // NKV
+    hk = pid % NKV
+    at = tl.load(POS)  # the new position
+    lo, hi = _split_range(POS, split, SPLITS, BLOCK_N)
+    g = tl.arange(0, GP)
+    d = tl.arange(0, HD)
+    gmask = g < G
+    q = _rot_values(Q, QW, COS, SIN, b, hk * G + g, sqb, sqh, eps, gmask[:, None], HD, HAS_NORM).to(tl.float32)
+    m_i = tl.full([GP], float("-inf"), tl.float32)
+    l_i = tl.zeros([GP], tl.float32)
+    acc = tl.zeros([GP, HD], tl.float32)
+    kbase = KC + b * kcb + hk * kch
+    vbase = VC + b * vcb + hk * vch
+    # the cache holds positions < at; at itself comes from registers below
+    m_i, l_i, acc = _attend_tiles(q, kbase, vbase, kcs, vcs, lo, tl.minimum(hi, at), scale, m_i, l_i, acc,
+                                  HD, BLOCK_N, TILES, IEEE)
+    if (lo <= at) & (at < hi):  # this split holds the new position
+        one = hk + tl.arange(0, 1)
+        k_new = _rot_values(K, KW, COS, SIN, b, one, skb, skh, eps, (one < NKV)[:, None], HD, HAS_NORM)  # [1, HD]
+        v_new = tl.load(V + b * svb + one[:, None] * svh + d[None, :])
+        tl.store(kbase + at * kcs + d[None, :], k_new)
+        tl.store(vbase + at * vcs + d[None, :], v_new)
+        s_new = tl.sum(q * k_new.to(tl.float32), axis=1) * scale  # [GP]
+        m_new = tl.maximum(m_i, s_new)
+        alpha = tl.exp(m_i - m_new)
+        p_new = tl.exp(s_new - m_new)
+        l_i = l_i * alpha + p_new
+        acc = acc * alpha[:, None] + p_new[:, None] * v_new.to(tl.float32)
+        m_i = m_new
+    _store_attention(OP, M, L, OUT, acc, m_i, l_i, (b * NKV + hk) * G + g, gmask, split, HD, SPLITS)
+
+
+def rotary_kv_attention(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, scale, *, BLOCK_N,
+                        SPLITS, num_warps, HAS_NORM):
+    B, nq, hd = q.shape
+    nkv, cap = k_cache.shape[1], k_cache.shape[2]
+    g = nq // nkv
+    gp = max(16, triton.next_power_of_2(g))
+    out, op, m, lsum = _attention_buffers(q, SPLITS)
+    qw = q_weight if HAS_NORM else cos  # unused pointer when there is no norm
+    kw = k_weight if HAS_NORM else cos
+    tiles = triton.cdiv(triton.cdiv(cap, SPLITS), BLOCK_N)
+    _rope_attn_split_kernel[(B * nkv, SPLITS)](
+        q, k, v, cos, sin, qw, kw, k_cache, v_cache, pos, op, m, lsum, out,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), v_cache.stride(0), v_cache.stride(1),
+        v_cache.stride(2), eps, scale, NKV=nkv, G=g, GP=gp, HD=hd, BLOCK_N=BLOCK_N, SPLITS=SPLITS, TILES=tiles,
+        IEEE=q.dtype == torch.float32, HAS_NORM=HAS_NORM, num_warps=num_warps)
+    return _combine(out, op, m, lsum, SPLITS)
 
 
 # ---------------------------------------------------------------------------------------------

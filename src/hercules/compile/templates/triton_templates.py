@@ -147,6 +147,39 @@ class TritonQKRotaryKV(TritonQKRotary):
         return Candidate(self.spec(p, region), qk_rotary_kv)
 
 
+class TritonRotaryFlashDecode(Template):
+    """Rotary (and the q/k norm when HAS_NORM), the KV-cache write and flash-decoding attention in
+    one kernel: a candidate of the rotary region that also does the kv_write and decode_attention
+    regions' work (two or three kernels a layer fewer than rotary + attention)."""
+
+    name = "triton_rotary_flash_decode"
+    lang = "triton"
+    kinds = ("rotary",)
+
+    def space(self, region):
+        norms = [0, 1] if region.attr("qk_norm_fusable") else [0]
+        return grid(BLOCK_N=[16, 32, 64, 128], SPLITS=[1, 2, 4, 8, 16], num_warps=[2, 4, 8], HAS_NORM=norms)
+
+    def fuses(self, p, region):
+        return ("qk_norm", "kv_write", "decode_attention") if p.get("HAS_NORM") else ("kv_write", "decode_attention")
+
+    def requirements(self, p, region):
+        return _flash_requirements(p, region, region.attr("heads") // region.attr("kv_heads"),
+                                   last_dim_contiguous=("q", "k"), contiguous=("cos", "sin"))
+
+    def materialise(self, p, region):
+        k = _kernels()
+        bn, sp, nw, has_norm = p["BLOCK_N"], p["SPLITS"], p["num_warps"], bool(p["HAS_NORM"])
+
+        def rotary_kv_attention(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, scale):
+            if has_norm != (q_weight is not None):
+                raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+            return k.rotary_kv_attention(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, scale,
+                                         BLOCK_N=bn, SPLITS=sp, num_warps=nw, HAS_NORM=has_norm)
+
+        return Candidate(self.spec(p, region), rotary_kv_attention)
+
+
 class TritonKVWrite(Template):
     name = "triton_kv_write"
     lang = "triton"
@@ -174,6 +207,24 @@ class TritonKVWrite(Template):
         return Candidate(self.spec(p, region), kv_write)
 
 
+def _flash_requirements(p, region: Region, group: int, **layout) -> Requirements:
+    """Register, shared-memory and shape needs of a flash-decoding kernel (tiles of BLOCK_N cache
+    positions against the query heads of one kv head, padded to at least 16 for tl.dot)."""
+    hd = region.attr("head_dim")
+    gp = max(16, next_pow2(group))
+    nw = p["num_warps"]
+    live = gp * hd * 2 + p["BLOCK_N"] * hd * 2 + gp * p["BLOCK_N"] * 2  # fp32 q/acc, k/v tiles, scores/probs
+    return Requirements(
+        backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
+        regs_per_thread=live // (32 * nw) + 32,
+        smem_bytes=2 * p["BLOCK_N"] * hd * 4 + gp * hd * 4,
+        power_of_two=(("head_dim", hd), ("SPLITS", p["SPLITS"])),
+        at_least=(("head_dim (tl.dot needs >= 16)", hd, 16),),
+        at_most=(("query heads per kv head", group, 64),),
+        **layout,
+    )
+
+
 class TritonFlashDecode(Template):
     name = "triton_flash_decode"
     lang = "triton"
@@ -183,19 +234,7 @@ class TritonFlashDecode(Template):
         return grid(BLOCK_N=[16, 32, 64, 128], SPLITS=[1, 2, 4, 8, 16, 32], num_warps=[2, 4, 8])
 
     def requirements(self, p, region):
-        hd, g = region.attr("head_dim"), region.attr("group")
-        gp = max(16, next_pow2(g))
-        nw = p["num_warps"]
-        live = gp * hd * 2 + p["BLOCK_N"] * hd * 2 + gp * p["BLOCK_N"] * 2  # fp32 q/acc, k/v tiles, scores/probs
-        return Requirements(
-            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
-            regs_per_thread=live // (32 * nw) + 32,
-            smem_bytes=2 * p["BLOCK_N"] * hd * 4 + gp * hd * 4,
-            power_of_two=(("head_dim", hd), ("SPLITS", p["SPLITS"])),
-            at_least=(("head_dim (tl.dot needs >= 16)", hd, 16),),
-            at_most=(("query heads per kv head", g, 64),),
-            last_dim_contiguous=("q", "k_cache", "v_cache"),
-        )
+        return _flash_requirements(p, region, region.attr("group"), last_dim_contiguous=("q", "k_cache", "v_cache"))
 
     def materialise(self, p, region):
         k = _kernels()
@@ -300,6 +339,7 @@ class TritonNormGemv(Template):
 
 
 TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonQKRotaryKV(),
+                                     TritonRotaryFlashDecode(),
                                     TritonKVWrite(), TritonFlashDecode(), TritonGemv(), TritonNormGemv()]
 
 
