@@ -58,6 +58,11 @@ def test_tiny_fp32_on_cuda_with_graphs_matches_eager(name, tmp_path):
              "decode_attention": "cuda_flash_decode", "gate_up_silu_mul": "triton_gemv", "o_proj": "triton_gemv"}
     dec2 = compile_model(m, cache_dir=tmp_path, batch_size=2, max_seq_len=64, force=force, step_check=False)
     assert torch.equal(dec2.generate(ids, 48), ref), dec2.plan.table()
+    # rotary, the cache write and attention as one kernel in the captured step
+    dec3 = compile_model(m, cache_dir=tmp_path, batch_size=2, max_seq_len=64,
+                         force={"rotary": "triton_rotary_flash_decode"}, step_check=False)
+    assert "rotary+kv_write+attention" in dec3.runtime.impls, dec3.plan.table()
+    assert torch.equal(dec3.generate(ids, 48), ref), dec3.plan.table()
 
 
 def test_decode_loop_does_not_synchronise(tmp_path):
