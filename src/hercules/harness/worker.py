@@ -483,9 +483,12 @@ RELEASE_CACHED_ABOVE_BYTES = 1 << 30
 
 
 def _release_cached_memory() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_CACHED_ABOVE_BYTES:
-            torch.cuda.empty_cache()
+    try:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_CACHED_ABOVE_BYTES:
+                torch.cuda.empty_cache()
+    except Exception:  # best effort: a broken CUDA context is reported by the next request
+        pass
 
 
 def serve(role: str, conn: Connection) -> None:
