@@ -159,8 +159,28 @@ def required_backend(build_command: str) -> str | None:
     return m.group(1).lower() if m and m.group(1).lower() in _BACKEND_KERNEL else None
 
 
+def runs_kernelbench_checker(build_command: str) -> bool:
+    return "validate_kernel_static" in build_command
+
+
 def _without_comments(code: str) -> str:
-    return "\n".join(line.split("#", 1)[0].split("//", 1)[0] for line in code.splitlines())
+    """Lines cut at ``#`` and ``//`` (``#include`` lines kept), the way KernelBench's checker reads
+    a file: its rules are text patterns, so this is what they see."""
+    return "\n".join(line if line.lstrip().startswith("#include") else line.split("#", 1)[0].split("//", 1)[0]
+                     for line in code.splitlines())
+
+
+# The checker's "code bypass" rule, strict in every version: any try/except block (a fallback to
+# PyTorch when the kernel fails) and any ``pass`` statement (a ModelNew that inherits the reference
+# and does nothing) reject the file, whatever it is for.
+_BYPASS = ((re.compile(r"\btry\s*:|\bexcept\s*:|\bexcept\s+\w+"), "a try/except block (a fallback bypass)"),
+           (re.compile(r"\bpass\b"), "a 'pass' statement (an inheritance bypass)"))
+
+
+def bypass_rejection(code: str) -> str | None:
+    text = _without_comments(code)
+    found = [why for pattern, why in _BYPASS if pattern.search(text)]
+    return f"KernelBench's checker rejects {' and '.join(found)}" if found else None
 
 
 def backend_rejection(code: str, backend: str | None) -> str | None:
@@ -173,14 +193,15 @@ def backend_rejection(code: str, backend: str | None) -> str | None:
     return f"backend '{backend}' requires {what}; none found"
 
 
-def static_rejection(code: str, backend: str | None = None) -> str | None:
+def static_rejection(code: str, backend: str | None = None, checker: bool = False) -> str | None:
     """The reason to reject a KernelBench candidate before building, if any: the static scan's
-    strict findings, then the backend requirement of the task's build command."""
+    strict findings, then, for a task whose build command runs KernelBench's checker, its bypass
+    rule, then the backend requirement that command names."""
     from hercules.harness.static_scan import scan_candidate
 
     found = [f"line {f.line}: {f.reason}" for f in scan_candidate(code) if f.flag in STATIC_REJECT_FLAGS]
-    missing = backend_rejection(code, backend)
-    return "; ".join(found + ([missing] if missing else [])) or None
+    extra = [bypass_rejection(code) if checker else None, backend_rejection(code, backend)]
+    return "; ".join(found + [x for x in extra if x]) or None
 
 
 def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
@@ -190,7 +211,7 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
 
     ws = prepare(inst, code, where)
     h = code_hash(code)
-    rejected = static_rejection(code, required_backend(inst.build_command))
+    rejected = static_rejection(code, required_backend(inst.build_command), runs_kernelbench_checker(inst.build_command))
     if rejected:
         # The task's build command is KernelBench's static checker, which rejects fallback bypasses
         # before anything compiles; Hercules' own static scan plays that part here.
