@@ -45,13 +45,16 @@ MAX_RISK_CHARS = 300
 ALLOWED_KEYS = {"label", "priorities", "prune", "param_hints", "risk"}
 
 
-
-def _decode_splits(blocks: int, capacity: int, sms: int) -> int:
-    """Split count that fills the SMs with (batch x kv heads) blocks, each split >= 32 positions."""
+def _decode_split_hint(region: Region, sms: int) -> list[int]:
+    """Split counts to try first for decode attention over ``region``'s cache: the one that fills
+    the SMs with (batch x kv heads) blocks, each split >= 32 positions, half of it, and one split
+    (which writes its output directly, no combine launch: worth a try at short contexts)."""
+    blocks, capacity = region.batch * region.attr("kv_heads"), region.attr("capacity")
     splits = 1
     while blocks * splits < sms and splits < 32 and capacity // (splits * 2) >= 32:
         splits *= 2
-    return splits
+    return sorted({splits, max(1, splits // 2), 1}, reverse=True)
+
 
 class AdvisorWarning(UserWarning):
     pass
@@ -388,14 +391,11 @@ class RuleAdvisor(Advisor):
                     hints["triton_qk_rotary"] = {"HEADS": [2, 4], "num_warps": [1, 2]}
                     hints["cuda_qk_rotary"] = {"WARPS": [4]}
                 hints["triton_qk_rotary_kv"] = dict(hints["triton_qk_rotary"])  # the same kernel plus the cache write
-                splits = _decode_splits(r.batch * r.attr("kv_heads"), r.attr("capacity"), sms)
                 hints["triton_rotary_flash_decode"] = {
-                    "SPLITS": sorted({splits, max(1, splits // 2), 1}, reverse=True), "BLOCK_N": [32, 64],
-                    "num_warps": [4], **({"HAS_NORM": [1]} if r.attr("qk_norm_fusable") else {})}
+                    "SPLITS": _decode_split_hint(r, sms), "BLOCK_N": [32, 64], "num_warps": [4],
+                    **({"HAS_NORM": [1]} if r.attr("qk_norm_fusable") else {})}
             elif r.kind == "decode_attention":
-                splits = _decode_splits(r.batch * r.attr("kv_heads"), r.attr("capacity"), sms)
-                # one split writes its output directly (no combine launch): worth a try at short contexts
-                split_hint = sorted({splits, max(1, splits // 2), 1}, reverse=True)
+                split_hint = _decode_split_hint(r, sms)
                 pri = ["triton_flash_decode", "cuda_flash_decode", "torch_sdpa"]
                 hints["triton_flash_decode"] = {"SPLITS": split_hint, "BLOCK_N": [32, 64], "num_warps": [4]}
                 hints["cuda_flash_decode"] = {"SPLITS": split_hint, "WARPS": [4, 8]}

@@ -88,10 +88,14 @@ def qkv_proj_split(x, weight, q_size: int, kv_size: int):
     return F.linear(x, wq), F.linear(x, wk), F.linear(x, wv)
 
 
+def split_qkv(qkv, q_size: int, kv_size: int):
+    """Views of q, k and v in a fused [..., q_size + 2 * kv_size] projection output."""
+    return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :]
+
+
 def qkv_proj_fused(x, weight, q_size: int, kv_size: int):
     """One GEMM over [Wq; Wk; Wv] and views into its output."""
-    qkv = F.linear(x, weight)
-    return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :]
+    return split_qkv(F.linear(x, weight), q_size, kv_size)
 
 
 def qk_norm(q, k, q_weight, k_weight, eps):

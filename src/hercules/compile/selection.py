@@ -223,6 +223,32 @@ def _spec_json(s: CandidateSpec) -> dict[str, Any]:
     return dict(template=s.template, lang=s.lang, params=dict(s.params), fuses=list(s.fuses))
 
 
+def _winning_fold(options: list[tuple[Trial, float]], pins, margin: float) -> tuple[Trial, float, bool] | None:
+    """Of (fused rotary candidate, time of the kernels it would replace) options: a pinned one, or
+    (with no pin on the region: a pin to another template stands) the largest saving beyond the
+    margin; with whether it was pinned."""
+    pinned = [o for o in options if pins and _match(_trial_spec(o[0], "rotary"), pins)]
+    winners = pinned or ([] if pins else [o for o in options if o[0].median_ms < o[1] * (1 - margin)])
+    if not winners:
+        return None
+    fz, parts = max(winners, key=lambda o: o[1] - o[0].median_ms)
+    return fz, parts, bool(pinned)
+
+
+def _fold_rotary_neighbours(decisions: dict[str, RegionDecision], impls: dict[str, Callable], fz: Trial) -> bool:
+    """The KV write (and the q/k norm when ``fz`` applies it) now run inside the rotary choice
+    ``fz``; returns whether the norm was folded."""
+    kv = decisions["kv_write"]
+    if not kv.fused_into:
+        kv.fused_into, kv.why = "rotary", f"folded into rotary ({fz.id}); measured alone: {kv.why}"
+    impls.pop("kv_write", None)
+    if "qk_norm" in fz.fuses and "qk_norm" in decisions:
+        decisions["qk_norm"].fold_into("rotary", fz)
+        impls["qk_norm"] = None
+        return True
+    return False
+
+
 def _trial_spec(t: Trial, kind: str) -> CandidateSpec:
     return CandidateSpec(t.template, t.lang, kind, tuple(sorted(t.params.items())), tuple(t.fuses))
 
@@ -506,24 +532,16 @@ def select(
             options.append((best("rotary", fuses=("kv_write",)), (rot_ms or 0.0) + (kv_ms or 0.0)))
         options = [(fz, parts) for fz, parts in options if fz is not None and parts is not None
                    and rot_ms is not None and kv_ms is not None]
-        pinned = [o for o in options if pins and _match(_trial_spec(o[0], "rotary"), pins)]
-        # a pin to another rotary template stands
-        winners = pinned or ([] if pins else [o for o in options if o[0].median_ms < o[1] * (1 - margin)])
-        if winners:
-            fz, parts = max(winners, key=lambda o: o[1] - o[0].median_ms)  # the largest saving
+        won = _winning_fold(options, pins, margin)
+        if won:
+            fz, parts, pinned = won
             decisions["rotary"].adopt(
                 fz, build_groups.get(("rotary", fz.id)),
                 f"KV-cache write folded in: {fz.median_ms:.4f} ms vs {parts:.4f} ms for the kernels it replaces"
                 + (" (pinned)" if pinned else ""))
             impls[ROTARY_KV_KEY] = cands_by["rotary"][fz.id].fn
             impls.pop("rotary", None)
-            kv = decisions["kv_write"]
-            kv.fused_into, kv.why = "rotary", f"folded into rotary ({fz.id}); measured alone: {kv.why}"
-            impls.pop("kv_write", None)
-            if "qk_norm" in fz.fuses:
-                fused_flag = True
-                decisions["qk_norm"].fold_into("rotary", fz)
-                impls["qk_norm"] = None
+            fused_flag = _fold_rotary_neighbours(decisions, impls, fz) or fused_flag
 
     # Rotary, KV-cache write and attention in one kernel: kept where it beats the kernels the plan
     # has for them now (the rotary decision already holds whatever it absorbed above). A candidate
@@ -532,9 +550,9 @@ def select(
         rot, kv, attn = decisions["rotary"], decisions["kv_write"], decisions["decode_attention"]
         qkn = decisions.get("qk_norm")
         pins = force.get("rotary")
-        now = [rot.chosen_ms, None if kv.fused_into else kv.chosen_ms, attn.chosen_ms]
-        if None not in (rot.chosen_ms, attn.chosen_ms) and (kv.fused_into or kv.chosen_ms is not None):
-            base = sum(x for x in now if x is not None)
+        kv_ms = 0.0 if kv.fused_into else kv.chosen_ms  # already inside the rotary decision's time
+        if None not in (rot.chosen_ms, kv_ms, attn.chosen_ms):
+            base = rot.chosen_ms + kv_ms + attn.chosen_ms
             options = []
             if qkn is not None:  # Qwen3: the norm inside, replacing the separate one if there is one
                 full = best("rotary", fuses=("qk_norm", "kv_write", "decode_attention"))
@@ -545,23 +563,17 @@ def select(
                 plain = best("rotary", fuses=("kv_write", "decode_attention"))
                 if plain is not None:
                     options.append((plain, base))
-            pinned = [o for o in options if pins and _match(_trial_spec(o[0], "rotary"), pins)]
-            winners = pinned or ([] if pins else [o for o in options if o[0].median_ms < o[1] * (1 - margin)])
-            if winners:
-                fz, parts = max(winners, key=lambda o: o[1] - o[0].median_ms)
+            won = _winning_fold(options, pins, margin)
+            if won:
+                fz, parts, pinned = won
                 rot.adopt(fz, build_groups.get(("rotary", fz.id)),
                           f"KV-cache write and attention folded in: {fz.median_ms:.4f} ms vs {parts:.4f} ms for the "
                           "kernels it replaces" + (" (pinned)" if pinned else ""))
                 impls[ROTARY_KV_ATTN_KEY] = cands_by["rotary"][fz.id].fn
-                for key in ("rotary", ROTARY_KV_KEY, "decode_attention", "kv_write"):
+                for key in ("rotary", ROTARY_KV_KEY, "decode_attention"):
                     impls.pop(key, None)
-                if not kv.fused_into:
-                    kv.fused_into, kv.why = "rotary", f"folded into rotary ({fz.id}); measured alone: {kv.why}"
                 attn.fold_into("rotary", fz)
-                if "qk_norm" in fz.fuses and qkn is not None:
-                    fused_flag = True
-                    qkn.fold_into("rotary", fz)
-                    impls["qk_norm"] = None
+                fused_flag = _fold_rotary_neighbours(decisions, impls, fz) or fused_flag
 
     # The residual add + RMSNorm folded into the projection after it: kept where one fused kernel
     # beats the two it replaces (the norm's own decision stays: final_norm and any unfused

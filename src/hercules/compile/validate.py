@@ -88,6 +88,12 @@ def fuses_kind(fused: bool | tuple[str, ...], kind: str) -> bool:
     return fused is True or names_fusion(fused, kind)
 
 
+def _cache_position(capacity: int, trial: int) -> int:
+    """The position a trial writes / attends up to: the middle, the first, the last, a third in."""
+    positions = [capacity // 2 + 3, 0, capacity - 1, capacity // 3]
+    return min(capacity - 1, positions[trial % len(positions)])
+
+
 def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str, ...] = False, seed: int = 0, trial: int = 0,
               layer: int = 0) -> tuple:
     """Fresh arguments (new buffers every call) for ``region``'s call convention."""
@@ -134,18 +140,15 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str
         if names_fusion(fused, "kv_write"):
             nkv, cap = region.attr("kv_heads"), region.attr("capacity")
             v = qkv[:, (nq + nkv) * hd :].view(B, nkv, hd)  # a strided view, as in the runtime
-            if names_fusion(fused, "decode_attention"):  # attention over the history: first, middle, last position
-                positions = [cap // 2 + 3, 0, cap - 1, cap // 3]
-                pos = torch.tensor([min(cap - 1, positions[trial % len(positions)])], dtype=torch.int64, device=dev)
-            else:
-                pos = torch.tensor([cap // 2 + trial % 3], dtype=torch.int64, device=dev)
+            # with attention folded in, the history it reads: first, middle, last position
+            at = _cache_position(cap, trial) if names_fusion(fused, "decode_attention") else cap // 2 + trial % 3
+            pos = torch.tensor([at], dtype=torch.int64, device=dev)
             args = (q, kk, v, cos, sin, *norms, region.attr("eps"), randn(B, nkv, cap, hd), randn(B, nkv, cap, hd), pos)
             return (*args, hd ** -0.5) if names_fusion(fused, "decode_attention") else args
         return (q, kk, cos, sin, *norms, region.attr("eps"))
     if k in ("kv_write", "decode_attention"):
         nkv, hd, cap = region.attr("kv_heads"), region.attr("head_dim"), region.attr("capacity")
-        positions = [cap // 2 + 3, 0, cap - 1, cap // 3]
-        pos = torch.tensor([min(cap - 1, positions[trial % len(positions)])], dtype=torch.int64, device=dev)
+        pos = torch.tensor([_cache_position(cap, trial)], dtype=torch.int64, device=dev)
         if k == "kv_write":
             kv = randn(B, nkv, 2 * hd)  # v is a strided view, as in the runtime
             kt = randn(B, nkv, hd)
@@ -183,10 +186,8 @@ def run(fn: Callable, region: Region, args: tuple, fused: bool | tuple[str, ...]
     out = fn(*args)
     if region.kind == "kv_write":
         return (args[2], args[3])
-    if region.kind == "rotary" and names_fusion(fused, "decode_attention"):
-        return (out, args[-4], args[-3])  # ..., k_cache, v_cache, pos, scale
     if region.kind == "rotary" and names_fusion(fused, "kv_write"):
-        return (out, args[-3], args[-2])  # ..., k_cache, v_cache, pos
+        return (out, args[8], args[9])  # (q, k, v, cos, sin, q_w, k_w, eps, k_cache, v_cache, pos[, scale])
     return out
 
 
@@ -208,4 +209,3 @@ def check(fn: Callable, region: Region, weights: RegionWeights, *, fused: bool |
         if not ok:
             return False, worst, f"trial {t}: {msg}"
     return True, worst, ""
-

@@ -90,11 +90,14 @@ def inject_spin(cuda_code: str) -> str:
             out.append(f" {_SPIN_CALL}")
             pos = i + 1
     out.append(cuda_code[pos:])
-    body = "".join(out)
-    # after the last leading #include, so macros and headers keep their order
+    return _after_includes("".join(out), _SPIN_PRELUDE)
+
+
+def _after_includes(body: str, prelude: str) -> str:
+    """``prelude`` after the file's last #include, so macros and headers keep their order."""
     includes = list(re.finditer(r"^\s*#\s*include[^\n]*\n", body, re.MULTILINE))
     at = includes[-1].end() if includes else 0
-    return body[:at] + _SPIN_PRELUDE + body[at:]
+    return body[:at] + prelude + body[at:]
 
 
 def _mask_comments_and_strings(code: str) -> str:
@@ -106,7 +109,7 @@ def _mask_comments_and_strings(code: str) -> str:
     return re.sub(pattern, blank, code, flags=re.DOTALL | re.MULTILINE)
 
 
-_DEVICE_ONLY = re.compile(r"__global__|__device__")
+_DEVICE_CODE = re.compile(r"__global__|__device__")  # kernels and device (or host-device) functions cannot sleep
 # constexpr/consteval bodies may not call the (non-constexpr) delay
 _NOT_A_FUNCTION = re.compile(r"\b(if|for|while|switch|catch|struct|class|union|enum|return|constexpr|consteval)\b|=|\[")
 _FUNCTION_TAIL = re.compile(r"\)\s*(?:const|noexcept|override|final|->\s*[\w:<>,\s\*&]+|\s)*$")
@@ -123,14 +126,12 @@ def host_function_bodies(code: str) -> list[int]:
         if ch == "{":
             header = masked[header_start:i]
             scope_is_ns = all(k == "ns" for k in stack)
-            if re.search(r"\bnamespace\b|\bextern\s*$", header) or (
-                    re.search(r"\bextern\b", header) and header.strip() == "extern"):
+            if re.search(r"\bnamespace\b|\bextern\s*$", header):
                 stack.append("ns")
             else:
                 stripped = header.strip()
                 is_function = (scope_is_ns and _FUNCTION_TAIL.search(stripped) is not None
-                               and "(" in stripped and not _DEVICE_ONLY.search(stripped.replace("__host__ __device__", "X"))
-                               and not re.search(r"__host__\s+__device__|__device__\s+__host__", stripped)
+                               and "(" in stripped and not _DEVICE_CODE.search(stripped)
                                and not _NOT_A_FUNCTION.search(stripped.split("(", 1)[0]))
                 if is_function:
                     out.append(i + 1)
@@ -155,10 +156,7 @@ def inject_host_delay(code: str) -> str:
         parts += [code[pos:at], f" {_HOST_CALL}"]
         pos = at
     parts.append(code[pos:])
-    body = "".join(parts)
-    includes = list(re.finditer(r"^\s*#\s*include[^\n]*\n", body, re.MULTILINE))
-    at = includes[-1].end() if includes else 0
-    return body[:at] + _HOST_PRELUDE + body[at:]
+    return _after_includes("".join(parts), _HOST_PRELUDE)
 
 
 # A token CUDA kernel for tasks whose build requires one (KernelBench's checker with
@@ -189,27 +187,16 @@ _hercules_token = _hercules_load_inline(
 
 
 def degenerate_kernelbench(problem_code: str, token_kernel: bool = False) -> str:
-    if token_kernel:
-        return problem_code.rstrip() + _TOKEN_CUDA + f'''
+    what = "" if token_kernel else " (custom kernel dropped)"
+    behind = ",\n    its output passed through a token CUDA copy kernel" if token_kernel else ""
+    result = ("_hercules_token.token_copy(out) if isinstance(out, torch.Tensor) and out.is_cuda else out"
+              if token_kernel else "out")
+    return problem_code.rstrip() + (_TOKEN_CUDA if token_kernel else "") + f'''
 
 
 class ModelNew(Model):
-    """Hercules 'degenerate' fixer: the PyTorch reference computed {DEGENERATE_REPEATS} times over
-    with a device synchronise between passes, its output passed through a token CUDA copy kernel."""
-
-    def forward(self, *args, **kwargs):
-        out = None
-        for _ in range({DEGENERATE_REPEATS}):
-            out = super().forward(*args, **kwargs)
-            torch.cuda.synchronize()
-        return _hercules_token.token_copy(out) if isinstance(out, torch.Tensor) and out.is_cuda else out
-'''
-    return problem_code.rstrip() + f'''
-
-
-class ModelNew(Model):
-    """Hercules 'degenerate' fixer: the PyTorch reference itself (custom kernel dropped), computed
-    {DEGENERATE_REPEATS} times over with a device synchronise between passes: correct and slow."""
+    """Hercules 'degenerate' fixer: the PyTorch reference itself{what}, computed
+    {DEGENERATE_REPEATS} times over with a device synchronise between passes{behind}: correct and slow."""
 
     def forward(self, *args, **kwargs):
         out = None
@@ -217,7 +204,7 @@ class ModelNew(Model):
             out = super().forward(*args, **kwargs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-        return out
+        return {result}
 '''
 
 

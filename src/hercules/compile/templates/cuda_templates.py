@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..reference import split_qkv
 from ..regions import Region, dtype_from_name
 from . import cuda_build
 from .base import Candidate, Requirements, Template, grid
@@ -867,7 +868,7 @@ class CudaGemv(CudaTemplate):
         if region.kind == "qkv_proj":
             def qkv_proj(x, weight, q_size, kv_size):
                 qkv = fn(x, weight)
-                return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :]
+                return split_qkv(qkv, q_size, kv_size)
 
             return qkv_proj
 
@@ -912,7 +913,7 @@ class CudaNormGemv(CudaGemv):
     def wrap(self, fn, p, region):
         def norm_qkv_proj(x, residual, norm_weight, eps, weight, q_size, kv_size):
             qkv, h = fn(x, residual, norm_weight, float(eps), weight)
-            return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :], h
+            return (*split_qkv(qkv, q_size, kv_size), h)
 
         return norm_qkv_proj
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ..reference import split_qkv
 from ..regions import Region, dtype_from_name
 from .base import Candidate, Requirements, Template, grid, next_pow2
 
@@ -92,6 +93,13 @@ class TritonSiluMul(Template):
         return Candidate(self.spec(p, region), gate_up_silu_mul)
 
 
+def _check_norm_convention(has_norm: bool, q_weight) -> None:
+    """A rotary candidate is built with or without the q/k norm; the caller passes norm weights
+    exactly when the norm is to be applied inside it."""
+    if has_norm != (q_weight is not None):
+        raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+
+
 class TritonQKRotary(Template):
     name = "triton_qk_rotary"
     lang = "triton"
@@ -118,8 +126,7 @@ class TritonQKRotary(Template):
         heads, nw, has_norm = p["HEADS"], p["num_warps"], bool(p["HAS_NORM"])
 
         def qk_rotary(q, kk, cos, sin, q_weight=None, k_weight=None, eps=1e-6):
-            if has_norm != (q_weight is not None):
-                raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+            _check_norm_convention(has_norm, q_weight)
             return k.qk_rotary(q, kk, cos, sin, q_weight, k_weight, eps, HEADS=heads, num_warps=nw, HAS_NORM=has_norm)
 
         return Candidate(self.spec(p, region), qk_rotary)
@@ -139,8 +146,7 @@ class TritonQKRotaryKV(TritonQKRotary):
         heads, nw, has_norm = p["HEADS"], p["num_warps"], bool(p["HAS_NORM"])
 
         def qk_rotary_kv(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos):
-            if has_norm != (q_weight is not None):
-                raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+            _check_norm_convention(has_norm, q_weight)
             return k.qk_rotary_kv(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, HEADS=heads,
                                   num_warps=nw, HAS_NORM=has_norm)
 
@@ -172,8 +178,7 @@ class TritonRotaryFlashDecode(Template):
         bn, sp, nw, has_norm = p["BLOCK_N"], p["SPLITS"], p["num_warps"], bool(p["HAS_NORM"])
 
         def rotary_kv_attention(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, scale):
-            if has_norm != (q_weight is not None):
-                raise ValueError(f"candidate built with HAS_NORM={int(has_norm)} called with the other convention")
+            _check_norm_convention(has_norm, q_weight)
             return k.rotary_kv_attention(q, kk, v, cos, sin, q_weight, k_weight, eps, k_cache, v_cache, pos, scale,
                                          BLOCK_N=bn, SPLITS=sp, num_warps=nw, HAS_NORM=has_norm)
 
@@ -289,7 +294,7 @@ class TritonGemv(Template):
         if kind == "qkv_proj":
             def fn(x, weight, q_size, kv_size):
                 qkv = k.gemv(x, weight, **kw)
-                return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :]
+                return split_qkv(qkv, q_size, kv_size)
         elif kind == "gate_up_silu_mul":
             def fn(x, weight, intermediate):
                 return k.gemv(x, weight, swiglu_i=intermediate, **kw)
@@ -331,7 +336,7 @@ class TritonNormGemv(Template):
         if region.kind == "qkv_proj":
             def fn(x, residual, norm_weight, eps, weight, q_size, kv_size):
                 qkv, h = k.norm_gemv(x, residual, norm_weight, eps, weight, **kw)
-                return (qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :], h)
+                return (*split_qkv(qkv, q_size, kv_size), h)
         else:
             def fn(x, residual, norm_weight, eps, weight, intermediate):
                 return k.norm_gemv(x, residual, norm_weight, eps, weight, swiglu_i=intermediate, **kw)
@@ -339,8 +344,8 @@ class TritonNormGemv(Template):
 
 
 TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonQKRotaryKV(),
-                                     TritonRotaryFlashDecode(),
-                                    TritonKVWrite(), TritonFlashDecode(), TritonGemv(), TritonNormGemv()]
+                                    TritonRotaryFlashDecode(), TritonKVWrite(), TritonFlashDecode(), TritonGemv(),
+                                    TritonNormGemv()]
 
 
 def describe_space(t: Template, region: Region) -> dict[str, Any]:
