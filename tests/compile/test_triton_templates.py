@@ -139,6 +139,7 @@ def test_decode_with_the_kv_write_folded_into_rotary_matches_hf_eager(tmp_path):
         assert r["match"], (name, r)
         assert r["plan"]["rotary"].startswith("triton_qk_rotary_kv"), r["plan"]
         assert "kv_write" in r["fuses"]["rotary"] and r["fused_into"]["kv_write"] == "rotary", r
+        assert r["plan"]["kv_write"] == r["plan"]["rotary"], r["plan"]
         assert r["impls"] == ["rotary+kv_write"], r
         assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]
 
@@ -153,5 +154,7 @@ def test_decode_with_rotary_kv_write_and_attention_in_one_kernel_matches_hf_eage
         assert r["plan"]["rotary"].startswith("triton_rotary_flash_decode"), r["plan"]
         assert {"kv_write", "decode_attention"} <= set(r["fuses"]["rotary"]), r
         assert r["fused_into"]["kv_write"] == r["fused_into"]["decode_attention"] == "rotary", r
+        # every folded region names the one kernel that runs its work
+        assert r["plan"]["kv_write"] == r["plan"]["decode_attention"] == r["plan"]["rotary"], r["plan"]
         assert r["impls"] == ["rotary+kv_write+attention"], r
         assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]

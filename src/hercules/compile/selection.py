@@ -239,8 +239,11 @@ def _fold_rotary_neighbours(decisions: dict[str, RegionDecision], impls: dict[st
     """The KV write (and the q/k norm when ``fz`` applies it) now run inside the rotary choice
     ``fz``; returns whether the norm was folded."""
     kv = decisions["kv_write"]
-    if not kv.fused_into:
-        kv.fused_into, kv.why = "rotary", f"folded into rotary ({fz.id}); measured alone: {kv.why}"
+    # A later fold (attention too) moves the write into a new host: the plan names the kernel that
+    # runs it now, and keeps what the write measured as a kernel of its own.
+    alone = kv.why.split("measured alone: ", 1)[1] if kv.fused_into else kv.why
+    kv.fold_into("rotary", fz)
+    kv.why = f"folded into rotary ({fz.id}); measured alone: {alone}"
     impls.pop("kv_write", None)
     if "qk_norm" in fz.fuses and "qk_norm" in decisions:
         decisions["qk_norm"].fold_into("rotary", fz)
