@@ -155,14 +155,20 @@ class Benchmark:
     def run(self, instances: Sequence[Instance], progress: Callable[[Trajectory], None] | None = None
             ) -> list[Trajectory]:
         # Task-major order: a run cut short still has every fixer and protocol for the tasks it reached.
-        jobs = [(f, p, inst, s) for inst in instances for f in self.fixers for p in self.protocols
-                for s in range(p.attempts)]
-        done: dict[int, Trajectory] = {}
+        # One job per (task, fixer), its protocols and samples one after another: a scripted fixer
+        # answers the same code in each of them, and those repeats wait on the first one's outcome;
+        # run side by side they only held a job slot each (2 jobs over the 35 compile-error
+        # instances: 600 s, one core busy).
+        groups = [[(f, p, inst, s) for p in self.protocols for s in range(p.attempts)]
+                  for inst in instances for f in self.fixers]
+        done: list[list[Trajectory] | None] = [None] * len(groups)
         with ThreadPoolExecutor(self.jobs) as pool:
-            futures = {pool.submit(self.trajectory, *job): i for i, job in enumerate(jobs)}
+            futures = {pool.submit(lambda g: [self.trajectory(*job) for job in g], group): i
+                       for i, group in enumerate(groups)}
             for future in as_completed(futures):
-                traj = future.result()
-                done[futures[future]] = traj
+                trajectories = future.result()
+                done[futures[future]] = trajectories
                 if progress:
-                    progress(traj)
-        return [done[i] for i in range(len(jobs))]
+                    for traj in trajectories:
+                        progress(traj)
+        return [traj for group in done for traj in group or ()]
