@@ -241,7 +241,7 @@ def _fold_rotary_neighbours(decisions: dict[str, RegionDecision], impls: dict[st
     kv = decisions["kv_write"]
     # A later fold (attention too) moves the write into a new host: the plan names the kernel that
     # runs it now, and keeps what the write measured as a kernel of its own.
-    alone = kv.why.split("measured alone: ", 1)[1] if kv.fused_into else kv.why
+    alone = kv.why.partition("measured alone: ")[2] or kv.why if kv.fused_into else kv.why
     kv.fold_into("rotary", fz)
     kv.why = f"folded into rotary ({fz.id}); measured alone: {alone}"
     impls.pop("kv_write", None)
