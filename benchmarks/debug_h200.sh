@@ -8,7 +8,8 @@
 #
 # The corpus: the argument, else the vendored corpora/cudabeaver, else shared/ in or beside the repo.
 # A run cut by the time guard keeps every finished attempt; run again with RUN_DIR=<its run> to resume.
-# Env: FIXERS (default "replay null degenerate"), DEBUG_ARGS (e.g. "--family kernelbench"), DEBUG_TIME_S, JOBS.
+# Env: FIXERS (default "replay null degenerate"), DEBUG_ARGS (e.g. "--family kernelbench"), DEBUG_TIME_S, JOBS,
+# BUILD_TIMEOUT_S (240), TEST_TIMEOUT_S (60; KernelBench problems with multi-GB inputs need minutes).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/debug-h200-out}
@@ -31,7 +32,7 @@ command -v nvcc >&2 || ls /usr/local/cuda/bin/nvcc >&2 || echo "nvcc not on PATH
 timeout --signal=INT --kill-after=20 "${DEBUG_TIME_S:-400}" "$PY" -m hercules.debug.cli run \
   --corpus "$CORPUS" $(for f in ${FIXERS:-replay null degenerate}; do echo --fixer "$f"; done) ${DEBUG_ARGS:-} \
   --protocol "n=1,iter=1,fb=log,p=0.7" --device cuda --jobs "${JOBS:-16}" \
-  --build-timeout 240 --test-timeout 60 --budget 0.1 --out "$RUN_DIR" --json > "$OUT/summary.json" \
+  --build-timeout "${BUILD_TIMEOUT_S:-240}" --test-timeout "${TEST_TIMEOUT_S:-60}" --budget 0.1 --out "$RUN_DIR" --json > "$OUT/summary.json" \
   2> "$OUT/run.log"
 echo "run exit status: $?" >&2
 tail -n 5 "$OUT/run.log" >&2
