@@ -7,7 +7,8 @@
 #   OUT=/path/to/out bash benchmarks/debug_h200.sh [CORPUS_DIR]
 #
 # The corpus: the argument, else the vendored corpora/cudabeaver, else shared/ in or beside the repo.
-# A run cut by the time guard keeps every finished attempt; run again with RUN_DIR=<its run> to resume.
+# A run cut by the time guard keeps every finished attempt; run again with RUN_DIR=<its run> to resume
+# (on another machine: unpack \$OUT/run_slim.tgz under runs/ and carry that folder).
 # Env: FIXERS (default "replay null degenerate"), DEBUG_ARGS (e.g. "--family kernelbench"), DEBUG_TIME_S, JOBS,
 # BUILD_TIMEOUT_S (240), TEST_TIMEOUT_S (60; KernelBench problems with multi-GB inputs need minutes).
 set -u
@@ -38,3 +39,7 @@ echo "run exit status: $?" >&2
 tail -n 5 "$OUT/run.log" >&2
 "$PY" benchmarks/debug_tables.py "$RUN_DIR" "$OUT"
 cp "$RUN_DIR/report.md" "$OUT/report.md" 2>/dev/null || true
+# The run without its workspaces and builds (a few MiB): every attempt's code, evidence and result,
+# enough for the tables and to resume the run elsewhere (unpack it under runs/, carry it, RUN_DIR=).
+tar czf "$OUT/run_slim.tgz" -C "$RUN_DIR" --exclude='*/workspace' --exclude='*/kbbuild' \
+  --exclude='*.so' --exclude='*.o' . && du -h "$OUT/run_slim.tgz" >&2
