@@ -8,6 +8,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,13 @@ import pytest
 from hercules.debug.corpus import load_instance
 from hercules.debug.export import export_failing_candidate
 from hercules.debug.fixers import (
+    EXIT_DELAY_S,
     DegenerateFixer,
     HttpFixer,
     NullFixer,
     ReplayFixer,
     extract_code,
+    inject_exit_delay,
     inject_host_delay,
     inject_spin,
 )
@@ -121,11 +124,27 @@ def test_degenerate_library_only_fallback_compiles_and_is_flagged(tmp_path):
     inst = load_instance(CORPUS / "cuda_89__compile_error__3c452655")
     answer = DegenerateFixer().fix(FixRequest(inst, inst.broken_code(), Protocol()))
     assert "__global__" not in inst.reference_code() and answer.code.count("hercules_degenerate_host_delay();") == 1
+    assert "std::atexit(hercules_degenerate_exit_delay)" in answer.code
     (tmp_path / "solution.cu").write_text(answer.code)
     proc = subprocess.run(["nvcc", "-c", "-arch=sm_90", f"-I{inst.testbench / 'include'}", "solution.cu", "-o", "s.o"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "host_delay" in degeneration_signs(answer.code, inst.reference_code(), None, 0.7)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_exit_delay_holds_the_process_at_exit(tmp_path):
+    """The wall time of a program built with the fallback's exit delay grows by the delay, even with
+    no kernel launch at all (tests timed by their wall time see it)."""
+    src = inject_exit_delay('#include <cstdio>\nint main() { std::puts("done"); return 0; }\n')
+    src = inject_exit_delay(src)  # a second copy (e.g. a header included twice) still compiles, sleeps once
+    (tmp_path / "p.cpp").write_text(src)
+    subprocess.run(["g++", "p.cpp", "-o", "p"], cwd=tmp_path, check=True, capture_output=True)
+    start = time.perf_counter()
+    proc = subprocess.run(["./p"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    assert proc.returncode == 0 and proc.stdout == "done\n"
+    assert EXIT_DELAY_S <= wall < EXIT_DELAY_S + 5
 
 
 def test_extract_code_takes_the_largest_fence():

@@ -53,6 +53,22 @@ static void hercules_degenerate_host_delay() {{
 """
 _HOST_CALL = "hercules_degenerate_host_delay();"
 
+# Exit side: every process built with the native fallback sleeps before it exits. A test timed by
+# its own wall time (no NVTX bench region) sees all of it whatever its number of launches: on the
+# H200, cuda_204's test (a few launches in 6.6 s of wall) measured 0.71x with the per-launch spin
+# alone, just inside the p=0.7 gate. The region timing does not see it; the spin serves that case.
+EXIT_DELAY_S = 8
+_CXX_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp")
+_EXIT_PRELUDE = f"""// Hercules 'degenerate' fixer: the process sleeps before it exits (correct, slow).
+#ifndef HERCULES_DEGENERATE_EXIT_DELAY
+#define HERCULES_DEGENERATE_EXIT_DELAY
+#include <cstdlib>
+#include <time.h>
+static void hercules_degenerate_exit_delay() {{ struct timespec t = {{{EXIT_DELAY_S}, 0}}; nanosleep(&t, nullptr); }}
+static const int hercules_degenerate_exit_registered = (std::atexit(hercules_degenerate_exit_delay), 0);
+#endif
+"""
+
 
 @dataclass(frozen=True)
 class FixAnswer:
@@ -144,6 +160,11 @@ def host_function_bodies(code: str) -> list[int]:
         elif ch == ";":
             header_start = i + 1
     return out
+
+
+def inject_exit_delay(code: str) -> str:
+    """Register a sleep at process exit (``atexit``) after the file's includes."""
+    return _after_includes(code, _EXIT_PRELUDE)
 
 
 def inject_host_delay(code: str) -> str:
@@ -249,9 +270,11 @@ class DegenerateFixer:
         slowed = inject_host_delay(code)
         if slowed != code:
             code, notes = slowed, notes + ["a synchronise and sleep per host-function call"]
+        if inst.solution_file.endswith(_CXX_SUFFIXES):
+            code, notes = inject_exit_delay(code), notes + [f"a sleep of {EXIT_DELAY_S} s at process exit"]
         if not notes:
             return FixAnswer(ref, "nothing to slow down: reference unchanged")
-        return FixAnswer(code, "reference with " + " and ".join(notes))
+        return FixAnswer(code, "reference with " + ", ".join(notes))
 
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
