@@ -69,3 +69,32 @@ def test_integer_outputs_compare_exactly():
     spec = {"shape": [10], "dtype": "int64"}
     assert compare_outputs([ref.clone()], ["torch.Tensor"], [ref], [spec], TOL).ok
     assert not compare_outputs([ref + 1], ["torch.Tensor"], [ref], [spec], TOL).ok
+
+
+def test_norm_bound_follows_the_reference_error_on_an_output_that_is_zero_in_exact_arithmetic():
+    """The mean of a GroupNorm output is 0 exactly: the float64 truth is ~1e-17 and the fp32
+    reference itself misses it by a relative ~1e8. A candidate as close as that reference passes
+    when the reference's own error is known; without it, or far from it, it still fails."""
+    torch.manual_seed(0)
+    truth = torch.randn(128, dtype=torch.float64) * 1e-17
+    fp32_like = truth + torch.randn(128, dtype=torch.float64) * 1e-9  # fp32 rounding noise
+    spec = {"shape": [128], "dtype": "float32"}
+    ref_err = float((fp32_like - truth).norm() / truth.norm())
+    assert ref_err > 1e6
+    cand = (truth + torch.randn(128, dtype=torch.float64) * 1e-9).float()
+    assert compare_outputs([cand], ["torch.Tensor"], [truth], [spec], TOL, [ref_err]).ok
+    assert not compare_outputs([cand], ["torch.Tensor"], [truth], [spec], TOL).ok  # no reference error known
+    wrong = cand + 0.5  # elementwise bound still decides
+    assert not compare_outputs([wrong], ["torch.Tensor"], [truth], [spec], TOL, [ref_err]).ok
+
+
+def test_norm_bound_is_unchanged_where_the_reference_is_accurate():
+    """Values in [0.5, 1.5] off by 1.5e-3 relative: each inside atol + rtol * |ref| (<= 2e-3 there
+    for |ref| <= 2), but the relative norm 1.5e-3 is past rel_tol=1e-3; an accurate reference
+    (error 1e-7) does not loosen that."""
+    ref = torch.rand(4096, dtype=torch.float64) + 0.5
+    spec = {"shape": [4096], "dtype": "float32"}
+    out = (ref * (1 + 1.5e-3)).float()
+    result = compare_outputs([out], ["torch.Tensor"], [ref], [spec], TOL, [1e-7])
+    assert not result.ok and result.problems[0].startswith("output 0: relative error")
+    assert compare_outputs([(ref * (1 + 5e-4)).float()], ["torch.Tensor"], [ref], [spec], TOL, [1e-7]).ok

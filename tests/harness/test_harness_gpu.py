@@ -163,3 +163,44 @@ def test_result_cache_keyed_by_content_is_caught(problem, options):
     verdict = evaluate(problem, Candidate("content_cache", CONTENT_CACHE, "test"), options)
     assert verdict.status is Status.SUSPICIOUS, verdict.error
     assert "result_cache" in verdict.flags
+
+
+CONV_FP32 = '''
+import torch
+import torch.nn as nn
+
+HERCULES = {"level": 2, "dtype": "float32"}
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(32, 64, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.conv(x))
+
+def get_inputs():
+    return [torch.randn(8, 32, 16, 32, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+CONV_AS_CANDIDATE = CONV_FP32 + '''
+
+class ModelNew(Model):
+    """The PyTorch reference itself, under the worker's precision settings."""
+'''
+
+
+def test_pytorch_convolution_candidate_is_correct_in_strict_fp32(tmp_path):
+    """The reference's own PyTorch ops as a candidate are correct: the candidate runs with cuDNN's
+    TF32 off, as the truth is computed (under PyTorch's default TF32 convolutions such a candidate
+    put values past atol=rtol=1e-3 on the H200)."""
+    path = tmp_path / "conv_gelu.py"
+    path.write_text(CONV_FP32)
+    problem = load_source(path).problems[0]
+    verdict = evaluate(problem, Candidate("reference_ops", CONV_AS_CANDIDATE, "test"),
+                       EvalOptions(device="cuda", baselines=("eager",), cache_dir=tmp_path / "cache"))
+    assert verdict.status is Status.OK, verdict.error
+    assert "precision_downcast" not in verdict.flags

@@ -49,7 +49,10 @@ class Comparison:
 
 
 def compare_outputs(outputs: list[Any], types: list[str], expected: list[torch.Tensor],
-                    specs: list[dict[str, Any]], tol: Tolerance) -> Comparison:
+                    specs: list[dict[str, Any]], tol: Tolerance,
+                    ref_errs: list[float] | None = None) -> Comparison:
+    """``ref_errs``: per output, the problem-dtype reference's own relative error against the
+    float64 truth (None without a float64 run)."""
     result = Comparison()
     if len(outputs) != len(expected):
         result.fail(f"returned {len(outputs)} outputs, reference returns {len(expected)}", Flag.SHAPE_MISMATCH)
@@ -66,11 +69,12 @@ def compare_outputs(outputs: list[Any], types: list[str], expected: list[torch.T
         if str(out.dtype).replace("torch.", "") != spec["dtype"]:
             result.fail(f"{where} has dtype {out.dtype}, expected {spec['dtype']}", Flag.SHAPE_MISMATCH)
             continue
-        _compare_values(result, where, out, ref, tol)
+        _compare_values(result, where, out, ref, tol, ref_errs[index] if ref_errs and index < len(ref_errs) else None)
     return result
 
 
-def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> None:
+def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
+                    ref_err: float | None = None) -> None:
     if not (out.is_floating_point() or out.is_complex()):
         if not torch.equal(out.to(ref.dtype) if ref.dtype != out.dtype else out, ref):
             result.fail(f"{where}: integer values differ")
@@ -106,8 +110,13 @@ def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torc
     if outside.any():
         result.fail(f"{where}: {int(outside.sum())} of {diff.numel()} values outside atol={tol.atol:g}, "
                     f"rtol={tol.rtol:g} (max abs error {max_abs:.3g})")
-    elif rel > tol.rel_tol:
-        result.fail(f"{where}: relative error {rel:.3g} exceeds {tol.rel_tol:g}")
+    elif rel > max(tol.rel_tol, tol.downcast_ratio * ref_err if ref_err is not None else 0.0):
+        # The norm bound is relative to the truth's size; an output that is zero in exact arithmetic
+        # (KernelBench level2_23: the mean of a GroupNorm output) has a truth of ~1e-17 and the
+        # problem's own fp32 reference misses it by a relative 1e8. There the bound follows the
+        # reference's own error (as the downcast check does) and the elementwise bound above decides.
+        result.fail(f"{where}: relative error {rel:.3g} exceeds {tol.rel_tol:g}"
+                    + (f" (the reference's own error is {ref_err:.3g})" if ref_err and ref_err > tol.rel_tol else ""))
 
 
 def is_downcast(rel_err: float, ref_err: float | None, tol: Tolerance) -> bool:

@@ -54,7 +54,7 @@ WALL_SLACK_MS = 0.05
 # by content skips all the work on seen values and is typically tens of times faster there.
 FRESH_RATIO_LIMIT = 3.0
 # Bumped whenever cached baselines or device ceilings are measured differently.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: baselines and ceilings measured with TF32 off (strict fp32)
 
 
 @dataclass(frozen=True)
@@ -373,7 +373,8 @@ class _Evaluation:
             if ref["ref_err"] is not None:
                 ref_errs.append(ref["ref_err"])
             self._observe_run(cand)
-            result = compare_outputs(cand["outputs"], cand["types"], ref["outputs"], ref["specs"], self.tol)
+            result = compare_outputs(cand["outputs"], cand["types"], ref["outputs"], ref["specs"], self.tol,
+                                    ref.get("ref_errs"))
             total.max_abs_err = max(total.max_abs_err, result.max_abs_err)
             total.rel_err = max(total.rel_err, result.rel_err)
             total.flags |= result.flags
@@ -435,7 +436,7 @@ class _Evaluation:
         again = _answer(candidate, "revalidate", opts.run_timeout_s, Status.RUNTIME_ERROR, "revalidation",
                         inputs=[s[0] for s in sets], specs=self.specs)
         for (_inputs, ref), outputs, types in zip(sets, again["outputs"], again["types"], strict=False):
-            result = compare_outputs(outputs, types, ref["outputs"], ref["specs"], self.tol)
+            result = compare_outputs(outputs, types, ref["outputs"], ref["specs"], self.tol, ref.get("ref_errs"))
             if not result.ok:
                 self.flags.add(Flag.RESULT_CACHE.value)
                 self.flags |= result.flags
