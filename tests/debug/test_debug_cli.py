@@ -76,6 +76,32 @@ def test_two_fixers_two_protocols_on_every_compile_error_instance(tmp_path):
     assert time.perf_counter() - start < 60
     assert [(t["task_id"], t["classified_category"]) for t in again["tasks"]] == \
         [(t["task_id"], t["classified_category"]) for t in tasks]
+    _report_rebuilds_a_run_cut_short(out, again)
+
+
+def _report_rebuilds_a_run_cut_short(out: Path, summary: dict) -> None:
+    """A run killed before writing its summary (SIGKILL leaves only the stored rounds): ``report``
+    summarises it from them, says it is partial and leaves out what was not finished."""
+    def report() -> dict:
+        proc = subprocess.run([sys.executable, "-m", "hercules.debug.cli", "report", str(out), "--k", "1", "--k", "2",
+                               "--json"], capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    (out / "summary.json").unlink()
+    rebuilt = report()
+    assert rebuilt["partial"] == {"finished_trajectories": sum(2 if t["protocol"].startswith("n=2") else 1
+                                                               for t in summary["tasks"]),
+                                  "unfinished_trajectories": 0}
+    assert rebuilt["tasks"] == summary["tasks"] and rebuilt["pass_at_k"] == summary["pass_at_k"]
+    # one round of one trajectory lost (in flight when the run was killed)
+    cut = next(t for t in summary["tasks"] if t["protocol"].startswith("n=1"))
+    lost = next(out.glob(f"attempts/{cut['fixer']}/n=1*/{cut['task_id']}/s0/i0/result.json"))
+    lost.unlink()
+    partial = report()
+    assert partial["partial"]["unfinished_trajectories"] == 1
+    assert len(partial["tasks"]) == len(summary["tasks"]) - 1
+    assert "Partial run" in (out / "report.md").read_text()
 
 
 def test_bad_input_fails_with_one_line(tmp_path):

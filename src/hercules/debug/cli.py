@@ -204,18 +204,56 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
 
 @debug_group.command("report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--corpus", "corpus_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="the run's corpus, where the folder named in RUN/run.json has moved (partial runs only)")
+@click.option("--k", "ks", multiple=True, type=int, default=(1,), show_default=True,
+              help="pass@k for these k (partial runs only)")
 @click.option("--json", "as_json", is_flag=True)
-def report_command(run_dir, as_json):
-    """Print (and rewrite) the report of an existing run directory."""
+def report_command(run_dir, corpus_dir, ks, as_json):
+    """Print (and rewrite) the report of an existing run directory. A run cut short (no summary, or
+    a partial one) is summarised from the rounds it stored; the report says how many trajectories
+    were not finished."""
     path = run_dir / "summary.json"
-    if not path.is_file():
-        raise click.UsageError(f"{run_dir} has no summary.json (run 'hercules debug run --out {run_dir}' again)")
-    summary = json.loads(path.read_text())
+    summary = json.loads(path.read_text()) if path.is_file() else None
+    if summary is None or summary.get("partial"):
+        summary = _summary_from_store(run_dir, corpus_dir, ks)
     text = write_reports(run_dir, summary)
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(json.dumps(summary, default=str))
     else:
         sys.stdout.write(text)
+
+
+def _summary_from_store(run_dir: Path, corpus_dir: Path | None, ks) -> dict:
+    from hercules.debug.corpus import load_corpus
+    from hercules.debug.protocol import Protocol
+    from hercules.debug.report import summarise
+    from hercules.debug.runner import stored_trajectories
+    from hercules.debug.store import DebugStore
+
+    meta_path = run_dir / "run.json"
+    if not meta_path.is_file():
+        raise click.UsageError(f"{run_dir} has neither summary.json nor run.json: not a debug run folder")
+    meta = json.loads(meta_path.read_text())
+    root = corpus_dir or Path(meta["corpus"])
+    if not root.is_dir():
+        raise click.UsageError(f"the run's corpus {root} is not here; give its folder with --corpus")
+    load = load_corpus(root, task_ids=tuple(meta["tasks"]))
+    missing = sorted(set(meta["tasks"]) - {i.task_id for i in load.instances})
+    if missing:
+        raise click.UsageError(f"{len(missing)} of the run's tasks are not in {root} (e.g. {missing[0]})")
+    store = DebugStore(run_dir)
+    try:
+        trajectories, unfinished = stored_trajectories(store, load.instances, meta["fixers"],
+                                                       [Protocol.parse(p) for p in meta["protocols"]])
+    finally:
+        store.close()
+    summary = summarise(trajectories, load.root.name, ks)
+    summary["run_dir"] = str(run_dir)
+    summary["device"] = {"requested": meta.get("device"), "gpu_present": meta.get("gpu_present"),
+                         "arch": meta.get("arch")}
+    summary["partial"] = {"finished_trajectories": len(trajectories), "unfinished_trajectories": unfinished}
+    return summary
 
 
 if __name__ == "__main__":  # ``python -m hercules.debug.cli run ...`` (no other subcommand imported)

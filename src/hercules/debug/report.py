@@ -77,6 +77,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def markdown(summary: dict[str, Any]) -> str:
     out = [f"# Debug run on corpus {summary['corpus']}", ""]
+    if partial := summary.get("partial"):
+        out += [(f"Partial run: {partial['finished_trajectories']} trajectories finished, "
+                 f"{partial['unfinished_trajectories']} not (summarised from the stored rounds; "
+                 "pass@k is over the finished ones)." if partial["unfinished_trajectories"] else
+                 f"Summarised from the stored rounds (the run stopped before writing its summary): "
+                 f"all {partial['finished_trajectories']} trajectories finished."), ""]
     out += ["## pass@k sweep", ""]
     out.append(_table(["pass@k(M, C, A, p)", "value", "tasks"],
                       [(m["label"], m["value"], m["tasks"]) for m in summary["pass_at_k"]]))

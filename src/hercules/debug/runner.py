@@ -148,9 +148,7 @@ class Benchmark:
                                  round_metrics(record)))
             if _gate(record).passes(protocol.p):
                 break
-        passed = any(_gate(x).passes(protocol.p) for x in rounds)
-        modes = stagnation_modes([x["code_hash"] for x in rounds], [x["category"] for x in rounds], passed)
-        return Trajectory(fixer_name, protocol, inst, sample, tuple(rounds), modes)
+        return _trajectory(fixer_name, protocol, inst, sample, rounds)
 
     def run(self, instances: Sequence[Instance], progress: Callable[[Trajectory], None] | None = None
             ) -> list[Trajectory]:
@@ -172,3 +170,35 @@ class Benchmark:
                     for traj in trajectories:
                         progress(traj)
         return [traj for group in done for traj in group or ()]
+
+
+def _trajectory(fixer: str, protocol: Protocol, inst: Instance, sample: int, rounds: Sequence[dict[str, Any]]
+                ) -> Trajectory:
+    passed = any(_gate(x).passes(protocol.p) for x in rounds)
+    modes = stagnation_modes([x["code_hash"] for x in rounds], [x["category"] for x in rounds], passed)
+    return Trajectory(fixer, protocol, inst, sample, tuple(rounds), modes)
+
+
+def stored_trajectories(store: DebugStore, instances: Sequence[Instance], fixers: Sequence[str],
+                        protocols: Sequence[Protocol]) -> tuple[list[Trajectory], int]:
+    """The finished trajectories of a run, read back from its stored rounds (a run cut short, even
+    by SIGKILL, keeps every round it finished), and how many trajectories are not finished."""
+    finished: list[Trajectory] = []
+    unfinished = 0
+    for inst in instances:
+        for fixer in fixers:
+            for protocol in protocols:
+                for sample in range(protocol.attempts):
+                    rounds: list[dict[str, Any]] = []
+                    for r in range(protocol.iterations):
+                        record = store.load(store.round_dir(fixer, protocol.describe(), inst.task_id, sample, r))
+                        if record is None:
+                            break
+                        rounds.append(record)
+                        if _gate(record).passes(protocol.p):
+                            break
+                    if rounds and (len(rounds) == protocol.iterations or _gate(rounds[-1]).passes(protocol.p)):
+                        finished.append(_trajectory(fixer, protocol, inst, sample, rounds))
+                    else:
+                        unfinished += 1
+    return finished, unfinished
