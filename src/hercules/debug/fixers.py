@@ -58,7 +58,7 @@ _HOST_CALL = "hercules_degenerate_host_delay();"
 # H200, cuda_204's test (a few launches in 6.6 s of wall) measured 0.71x with the per-launch spin
 # alone, just inside the p=0.7 gate. The region timing does not see it; the spin serves that case.
 EXIT_DELAY_S = 8
-_CXX_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp")
+_CXX_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".hpp")  # C++ only: the prelude uses std::atexit
 _EXIT_PRELUDE = f"""// Hercules 'degenerate' fixer: the process sleeps before it exits (correct, slow).
 #ifndef HERCULES_DEGENERATE_EXIT_DELAY
 #define HERCULES_DEGENERATE_EXIT_DELAY

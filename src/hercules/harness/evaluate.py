@@ -370,11 +370,11 @@ class _Evaluation:
                            inputs=inputs, specs=self.specs, trace=trial == 0)
             if not reference_first:
                 ref = self._reference(reference, seed)
-            if ref["ref_err"] is not None:
-                ref_errs.append(ref["ref_err"])
+            if ref["ref_errs"] is not None:
+                ref_errs.append(max(ref["ref_errs"], default=0.0))
             self._observe_run(cand)
             result = compare_outputs(cand["outputs"], cand["types"], ref["outputs"], ref["specs"], self.tol,
-                                    ref.get("ref_errs"))
+                                    ref["ref_errs"])
             total.max_abs_err = max(total.max_abs_err, result.max_abs_err)
             total.rel_err = max(total.rel_err, result.rel_err)
             total.flags |= result.flags
@@ -436,7 +436,7 @@ class _Evaluation:
         again = _answer(candidate, "revalidate", opts.run_timeout_s, Status.RUNTIME_ERROR, "revalidation",
                         inputs=[s[0] for s in sets], specs=self.specs)
         for (_inputs, ref), outputs, types in zip(sets, again["outputs"], again["types"], strict=False):
-            result = compare_outputs(outputs, types, ref["outputs"], ref["specs"], self.tol, ref.get("ref_errs"))
+            result = compare_outputs(outputs, types, ref["outputs"], ref["specs"], self.tol, ref["ref_errs"])
             if not result.ok:
                 self.flags.add(Flag.RESULT_CACHE.value)
                 self.flags |= result.flags
