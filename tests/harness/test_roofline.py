@@ -1,0 +1,152 @@
+"""Speed of light: ceilings are upper bounds, floors are lower bounds, so honest code stays <= 1."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hercules.harness.roofline import (
+    DATASHEETS,
+    ceiling_for,
+    count_flops,
+    datasheet_for,
+    sol_figures,
+)
+
+TB = 1e12
+
+# What measure_ceilings wrote on the H200 machine, in round figures: copy 4.24 TB/s, and the
+# matmul rates with TF32 off below the datasheet's (fp32 SIMT, bf16/fp16 tensor cores).
+H200_MEASURED = {
+    "device_name": "NVIDIA H200",
+    "bandwidth_bytes_per_s": 4.24 * TB,
+    "matmul_flops_per_s": {"float32": 51.0 * TB, "bfloat16": 790.0 * TB, "float16": 780.0 * TB},
+}
+
+
+def _ms(flop_or_bytes: float, rate: float) -> float:
+    return flop_or_bytes / rate * 1e3
+
+
+def test_datasheet_lookup_by_device_name():
+    h200 = datasheet_for("NVIDIA H200")
+    h100 = datasheet_for("NVIDIA H100 80GB HBM3")  # what the SXM5 part reports
+    assert h200 is not None and h200.name == "NVIDIA H200 SXM"
+    assert h100 is not None and h100.name == "NVIDIA H100 SXM"
+    assert h200.bandwidth_bytes_per_s == 4.8 * TB and h100.bandwidth_bytes_per_s == 3.35 * TB
+    for sheet in (h200, h100):
+        assert sheet.flops_per_s["bfloat16"] == sheet.flops_per_s["float16"] == 989.4 * TB
+        assert sheet.flops_per_s["tfloat32"] == 494.7 * TB
+        assert sheet.flops_per_s["float8_e4m3fn"] == 1979.0 * TB
+        assert sheet.flops_per_s["float64"] == sheet.flops_per_s["float32"] == 66.9 * TB
+    assert datasheet_for("nvidia h200") is h200  # case does not matter
+    assert datasheet_for("NVIDIA H100 PCIe") is None  # another part with lower peaks
+    assert datasheet_for("NVIDIA A10") is None and datasheet_for("cpu") is None
+    assert len({s.name for s in DATASHEETS}) == len(DATASHEETS)
+
+
+def test_fp32_ceiling_is_the_simt_rate_not_tf32():
+    c = ceiling_for(H200_MEASURED, "float32")
+    assert (c.flops_per_s, c.flops_source, c.flops_dtype) == (66.9 * TB, "datasheet", "float32")
+    assert c.flops_per_s < 494.7 * TB  # workers run with TF32 off
+    bf16 = ceiling_for(H200_MEASURED, "bfloat16")
+    assert (bf16.flops_per_s, bf16.flops_source) == (989.4 * TB, "datasheet")
+    assert (bf16.bandwidth_bytes_per_s, bf16.bandwidth_source) == (4.8 * TB, "datasheet")
+
+
+def test_ceiling_is_the_larger_of_datasheet_and_measured():
+    faster = {**H200_MEASURED, "bandwidth_bytes_per_s": 5.0 * TB,
+              "matmul_flops_per_s": {"bfloat16": 1000.0 * TB}}
+    c = ceiling_for(faster, "bfloat16")
+    assert (c.flops_per_s, c.flops_source) == (1000.0 * TB, "measured")
+    assert (c.bandwidth_bytes_per_s, c.bandwidth_source) == (5.0 * TB, "measured")
+
+
+def test_unknown_device_falls_back_to_measured():
+    measured = {"device_name": "NVIDIA A10", "bandwidth_bytes_per_s": 0.55 * TB,
+                "matmul_flops_per_s": {"float32": 25.0 * TB, "bfloat16": 110.0 * TB}}
+    sol = sol_figures(2 * 1024**3, 3 * 1024**2 * 2, "bfloat16", measured, time_ms=1.0)
+    assert sol["peak_flops_per_s"] == 110.0 * TB and sol["peak_flops_source"] == "measured"
+    assert sol["bandwidth_bytes_per_s"] == 0.55 * TB and sol["bandwidth_source"] == "measured"
+    assert sol["ceiling_source"] == "measured" and sol["device_name"] == "NVIDIA A10"
+    # A dtype never measured on an unknown device: the fastest rate known, still an upper bound.
+    int8 = ceiling_for(measured, "int8")
+    assert (int8.flops_per_s, int8.flops_dtype) == (110.0 * TB, "bfloat16")
+    cpu = ceiling_for({"device_name": "cpu", "bandwidth_bytes_per_s": 2e10, "matmul_flops_per_s": {}}, "float32")
+    assert cpu.flops_per_s is None and cpu.bandwidth_source == "measured"
+
+
+def test_triangular_matmul_skipping_zeros_stays_below_one():
+    # triu(A) @ triu(B), n = 4096, fp32. The reference multiplies the whole matrices: flop_counter
+    # says 2 n^3. A kernel that skips the zero half runs in half the time the reference would need
+    # at the fp32 ceiling itself, so on the reference's FLOPs it reads 2.0 (and more against the
+    # measured 51 TFLOP/s the old formula used: 2.6).
+    n = 4096
+    flops = 2 * n**3
+    min_bytes = 3 * n * n * 4  # A, B read and C written, once
+    cand_ms = 0.5 * _ms(flops, 66.9 * TB)
+    sol = sol_figures(flops, min_bytes, "float32", H200_MEASURED, cand_ms)
+
+    assert sol["work"] == "reference_flops" and sol["flops"] == flops and sol["min_flops"] is None
+    assert sol["compute_fraction_of_reference_work"] == pytest.approx(2.0)
+    assert sol["reference_bound"] == "compute"
+    assert sol["note"] and "not a floor" in sol["note"]  # recorded, not clamped away
+    # sol_fraction stands on the memory floor alone: a true lower bound for this candidate too.
+    assert sol["bound"] == "memory" and sol["ceiling_source"] == "datasheet"
+    assert sol["floor_ms"] == pytest.approx(_ms(min_bytes, 4.8 * TB))
+    assert sol["sol_fraction"] == pytest.approx(sol["floor_ms"] / cand_ms)
+    assert sol["sol_fraction"] == sol["memory_fraction"] <= 1
+    assert sol["compute_fraction"] is None
+
+
+def test_a_declared_minimum_flop_count_does_enter_the_fraction():
+    # The triangular product needs n^3 / 3 FLOPs (sum over i <= k <= j): a lower bound, declared.
+    n = 4096
+    flops, min_flops, min_bytes = 2 * n**3, n**3 // 3, 3 * n * n * 4
+    cand_ms = 0.5 * _ms(flops, 66.9 * TB)
+    sol = sol_figures(flops, min_bytes, "float32", H200_MEASURED, cand_ms, min_flops=min_flops)
+    assert sol["work"] == "min_flops" and sol["bound"] == "compute"
+    assert sol["ceiling_source"] == "datasheet" and sol["peak_flops_per_s"] == 66.9 * TB
+    assert sol["sol_fraction"] == pytest.approx(sol["compute_fraction"]) == pytest.approx(1 / 3)
+    assert sol["sol_fraction"] <= 1
+    assert sol["compute_fraction_of_reference_work"] == pytest.approx(2.0)  # still reported
+
+
+def test_memory_bound_elementwise():
+    # ReLU over 2^26 fp32 values: 512 MiB read and written, 0 counted FLOPs. At 4.8 TB/s that is
+    # 0.1118 ms; a candidate at 0.13 ms is at 86% of the speed of light.
+    n = 1 << 26
+    min_bytes = 2 * 4 * n
+    sol = sol_figures(0, min_bytes, "float32", H200_MEASURED, 0.13)
+    assert sol["bound"] == sol["reference_bound"] == "memory"
+    assert sol["floor_ms"] == pytest.approx(_ms(min_bytes, 4.8 * TB))
+    assert sol["sol_fraction"] == pytest.approx(0.1118 / 0.13, rel=1e-3)
+    assert sol["compute_fraction_of_reference_work"] is None and sol["note"] is None
+    assert sol["units"]["bandwidth_bytes_per_s"].startswith("byte/s") and sol["units"]["floor_ms"] == "ms"
+
+
+def test_fraction_above_one_is_recorded_with_a_note_not_clamped():
+    # Faster than the bytes allow: only possible when bytes were skipped (or a ceiling is off).
+    min_bytes = 1 << 30
+    cand_ms = 0.5 * _ms(min_bytes, 4.8 * TB)
+    sol = sol_figures(0, min_bytes, "bfloat16", H200_MEASURED, cand_ms)
+    assert sol["sol_fraction"] == pytest.approx(2.0)
+    assert "memory fraction 2.00 > 1" in sol["note"]
+
+
+def test_no_time_or_no_work_gives_none():
+    assert sol_figures(10, 100, "float32", H200_MEASURED, None)["sol_fraction"] is None
+    empty = sol_figures(0, 0, "float32", H200_MEASURED, 1.0)
+    assert empty["sol_fraction"] is None and empty["floor_ms"] == 0.0
+    assert math.isfinite(sol_figures(0, 100, "float32", {}, 1.0)["floor_ms"])  # no ceilings at all
+
+
+def test_count_flops_counts_the_reference_work_zeros_included():
+    # flop_counter does not look at values: an upper-triangular product costs it the full 2 n^3.
+    n = 64
+    a, b = torch.randn(n, n).triu(), torch.randn(n, n).triu()
+    flops, out = count_flops(lambda x, y: torch.triu(x @ y), [a, b])
+    assert flops == 2 * n**3
+    assert torch.allclose(out, torch.triu(a @ b))
