@@ -69,12 +69,13 @@ def test_markdown_contains_hand_computed_numbers():
 
 def test_markdown_candidate_table_rows():
     md = render_markdown(summarize(ROWS), ROWS, "t")
-    header = next(line for line in md.splitlines() if line.startswith("| problem |"))
+    all_candidates = md.split("## Candidates", 1)[1]
+    header = next(line for line in all_candidates.splitlines() if line.startswith("| problem |"))
     assert header.split(" | ")[5:11] == ["vs eager", "vs compile", "vs compile-ro", "vs cudagraph", "vs best", "SOL |"]
     assert "| add | add_fast | ok |  | 0.5000 | 2.00x | 1.80x | 1.70x | 1.60x | 1.50x | 30.0% |" in md
     assert "| matmul | mm_sneaky | suspicious | side_stream | 0.0100 | 10.00x |" in md
     # A pipe in a name is escaped so the table keeps its columns.
-    conv = next(line for line in md.splitlines() if "conv_dead" in line)
+    conv = next(line for line in all_candidates.splitlines() if "conv_dead" in line)
     assert conv.startswith("| conv\\|2d | conv_dead | crash |")
     assert len(re.split(r"(?<!\\)\|", conv)) == len(re.split(r"(?<!\\)\|", header))
     # Sorted by level (none last), then problem, then candidate.
@@ -156,3 +157,85 @@ def test_plot_point_counts():
     # fraction, whatever its status (the suspicious 1.4 "above light speed" row is the tell).
     assert speedup_histogram(ROWS).n_points == 6
     assert sol_scatter(ROWS).n_points == 4
+
+
+# ---- KernelBench runs: per-level tables, two tolerances, the SOL scatter --------------------
+
+from synthetic_run import ROWS as KB_ROWS  # noqa: E402
+
+from hercules.harness.batch import BenchItem, BenchRow  # noqa: E402
+from hercules.problems.model import Candidate, Problem  # noqa: E402
+from hercules.report.bench import write_reports  # noqa: E402
+
+
+def test_markdown_has_one_table_per_level_and_both_tolerances():
+    md = render_markdown(summarize(KB_ROWS), KB_ROWS, "kb", sol_plot="sol_scatter.png")
+    assert "| strict (per-dtype atol/rtol and relative-norm bound) | 6 of 9 (66.7%) |" in md
+    assert "| kernelbench (allclose, atol = rtol = 1e-2) | 7 of 9 (77.8%) |" in md
+    assert "| seconds per evaluation (median, total) | 14.0 s, 194.0 s |" in md
+    sections = md.split("### Level ")[1:]
+    assert [s.split("\n", 1)[0] for s in sections] == ["1", "2", "3"]
+    level1 = sections[0]
+    # Speedups 2.0, 1.0, 0.5: median 1.00x, inclusive quartiles 0.75x and 1.50x; seconds 8, 9, 12, 14.
+    assert "median 1.00x, IQR 0.75x-1.50x (n=3)" in level1
+    assert "strict 3 of 4 (75.0%), kernelbench 4 of 4 (100.0%)" in level1
+    assert "median 10.5 s, total 43.0 s" in level1
+    assert "| level1_1_Square_matmul | tiled | ok |  | 2.500 | 1.0% | 2.00x | 1.7% | 82.2% | memory | 12.0 s |" in level1
+    assert "| skip_zeros | ok |  | 1.200 | 1.0% | 1.00x | 3.5% | 171.2% | memory |" in level1
+    assert "| level1_23_Softmax | fp16_accum | incorrect |" in level1
+    assert level1.split("### ")[0].count("| level1_") == 4 and "level2_" not in level1.split("## ")[0]
+    # Problem numbers sort as numbers: 1, 14, 19, 23 (not 14, 19, 1, 23 as strings would).
+    assert [line.split(" | ")[0][2:] for line in level1.splitlines() if line.startswith("| level1_")] == [
+        "level1_1_Square_matmul", "level1_14_Matmul_upper_triangular", "level1_19_ReLU", "level1_23_Softmax"]
+    level2 = sections[1]
+    assert "suspicious 1" in level2 and "result_cache 1" in level2 and "build_error 1" in level2
+    # The cached candidate beats the bytes it must move: SOL above 100%, shown, not clamped.
+    assert "| level2_40_Matmul_Scaling | cached | suspicious | result_cache | 0.0100 | 1.0% | 100.00x | 139.8% | n/a |" in level2
+    # The overview: median, IQR, both correctness rates and seconds per evaluation for each level.
+    overview = md.split("## Per level", 1)[1].split("### Level", 1)[0]
+    assert "| 1 | 4 | 3 | 75.0% | 25.0% | 25.0% | 1.00x | 1.00x | 1.00x | 0.75x-1.50x | 75.0% | 100.0% | 10.5 s |" in overview
+    assert "![candidate time vs fraction of the speed of light](sol_scatter.png)" in md
+    assert md.index("### Level 3") < md.index("## Speed of light") < md.index("## Candidates")
+
+
+def test_suite_without_levels_has_no_level_sections():
+    rows = [(p, None, c, v) for p, _, c, v in KB_ROWS]
+    md = render_markdown(summarize(rows), rows, "suite")
+    html = render_html(summarize(rows), rows, "suite", {})
+    assert "### Level" not in md and "## Speed of light" not in md
+    assert '<section class="level"' not in html
+
+
+def test_html_has_level_sections_and_both_tolerances():
+    html = render_html(summarize(KB_ROWS), KB_ROWS, "kb", {})
+    tolerances = html.split('<table id="tolerances">', 1)[1].split("</table>", 1)[0]
+    assert "<td>6 of 9 (66.7%)</td>" in tolerances and "<td>7 of 9 (77.8%)</td>" in tolerances
+    for level, n in ((1, 4), (2, 3), (3, 2)):
+        section = html.split(f'<section class="level" id="level-{level}">', 1)[1].split("</section>", 1)[0]
+        assert section.count("<tr>") == n + 1  # plus the header
+        assert f"level{level}_" in section and all(f"level{k}_" not in section for k in {1, 2, 3} - {level})
+    level1 = html.split('id="level-1"', 1)[1].split("</section>", 1)[0]
+    assert "median 1.00x, IQR 0.75x-1.50x (n=3)" in level1 and "median 10.5 s, total 43.0 s" in level1
+    assert 'title="memory fraction' not in level1  # honest rows carry no SOL note above 1
+    level2 = html.split('id="level-2"', 1)[1].split("</section>", 1)[0]
+    assert 'title="memory fraction 1.40 &gt; 1' in level2  # the cached row's note, on its SOL cell
+    images = data_images(html)
+    assert len(images) == 2 and all(img.startswith(PNG_MAGIC) for img in images)
+
+
+def test_sol_scatter_marks_levels():
+    # Six rows have both a time and a SOL fraction (over three levels, one marker each).
+    plot = sol_scatter(KB_ROWS)
+    assert plot.n_points == 6 and plot.png_bytes().startswith(PNG_MAGIC)
+
+
+def test_bench_reports_write_the_scatter_beside_the_markdown(tmp_path):
+    rows = [BenchRow(BenchItem(Problem(name=p, code="", source="kb", level=level),
+                               Candidate(name=c, code="", source="kb", problem=p)), v, resumed=False)
+            for p, level, c, v in KB_ROWS]
+    data = write_reports(rows, tmp_path)
+    assert (tmp_path / "sol_scatter.png").read_bytes().startswith(PNG_MAGIC)
+    assert "](sol_scatter.png)" in (tmp_path / "summary.md").read_text()
+    assert data["correct_outputs"] == {"strict": 6 / 9, "kernelbench": 7 / 9, "kernelbench_known": 9}
+    assert data["seconds_per_evaluation"] == {"n": 9, "median": 14.0, "total": 194.0}
+    assert '<section class="level" id="level-3">' in (tmp_path / "report.html").read_text()

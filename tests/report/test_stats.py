@@ -157,3 +157,57 @@ def test_records_are_frozen_and_arguments_checked():
     custom = summarize(ROWS, ps=(3.0,))
     assert custom.fast(3.0) == pytest.approx(1 / 7)  # only the 8x row
     assert math.isclose(summarize(ROWS).fast(0.0), 4 / 7)
+
+
+# ---- correct outputs under two tolerances, spread, seconds ----------------------------------
+
+from synthetic_run import ROWS as KB_ROWS  # noqa: E402
+from synthetic_run import check  # noqa: E402
+
+from hercules.report.stats import correctness, kernelbench_correct, seconds_stats  # noqa: E402
+
+
+def test_kernelbench_correctness_is_read_defensively():
+    ok = v(Status.OK, eager=2.0)
+    assert kernelbench_correct(ok) is None  # no check at all: unknown
+    assert kernelbench_correct(dataclasses.replace(ok, check=check(True, True))) is True
+    assert kernelbench_correct(dataclasses.replace(ok, check=check(False, False))) is False
+    assert kernelbench_correct(dataclasses.replace(ok, check={"correct_kernelbench": True})) is True  # type: ignore[arg-type]
+    # A check written before the field existed says nothing; a row with no output is incorrect.
+    from hercules.harness.records import CheckResult
+
+    old = CheckResult(correct=True, trials=5, max_abs_err=None, rel_err=None, ref_rel_err=None)
+    if not hasattr(old, "correct_kernelbench"):
+        assert kernelbench_correct(dataclasses.replace(ok, check=old)) is None
+    for status in (Status.BUILD_ERROR, Status.CRASH, Status.TIMEOUT, Status.RUNTIME_ERROR):
+        assert kernelbench_correct(v(status)) is False
+    assert kernelbench_correct(v(Status.INCORRECT)) is None
+
+
+def test_correct_outputs_under_both_tolerances():
+    c = correctness(KB_ROWS)
+    assert (c.n_rows, c.strict, c.kernelbench, c.kernelbench_known) == (9, 6, 7, 9)
+    assert c.strict_rate == pytest.approx(6 / 9) and c.kernelbench_rate == pytest.approx(7 / 9)
+    # Rows of unknown KernelBench correctness leave its denominator, not the strict one.
+    unknown = ROWS  # the stats fixture's verdicts carry no check: only the crash is known
+    c = correctness(unknown)
+    assert (c.strict, c.n_rows) == (5, 7)  # 4 ok + the suspicious row's correct outputs
+    assert (c.kernelbench, c.kernelbench_known, c.kernelbench_rate) == (0, 1, 0.0)
+    assert correctness([]).strict_rate is None and correctness([]).kernelbench_rate is None
+    s = summarize(KB_ROWS)
+    assert [lv.correctness.kernelbench for lv in s.levels] == [4, 2, 1]
+    assert [lv.correctness.strict for lv in s.levels] == [3, 2, 1]
+
+
+def test_speedup_quartiles_and_seconds_per_evaluation():
+    eager = speedup_stats(ROWS, "eager")  # 0.5, 2, 8
+    assert (eager.q1, eager.median, eager.q3) == (pytest.approx(1.25), 2.0, pytest.approx(5.0))
+    one = speedup_stats([ROWS[0]], "eager")
+    assert one.q1 == one.q3 == one.median == 2.0
+    assert speedup_stats([], "eager").q1 is None
+    secs = seconds_stats(KB_ROWS)
+    assert (secs.n, secs.median, secs.total) == (9, 14.0, 194.0)
+    assert seconds_stats(ROWS).n == 0 and seconds_stats(ROWS).median is None  # never recorded
+    level1 = summarize(KB_ROWS).levels[0]
+    assert level1.seconds.median == pytest.approx(10.5)
+    assert level1.status_counts == (("incorrect", 1), ("ok", 3)) and level1.flag_counts == ()

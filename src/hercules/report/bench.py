@@ -16,7 +16,7 @@ from hercules.harness.records import Status
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 from hercules.report import formatting as fmt
-from hercules.report.html import write_html
+from hercules.report.html import sol_scatter, write_html
 from hercules.report.markdown import render_markdown
 from hercules.report.stats import Row, summarize
 from hercules.suite.catalog import suite_candidate_paths, suite_problem_paths
@@ -66,7 +66,10 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
     summary = summarize(scored(table))
     devices = sorted({r.verdict.device for r in rows})
     meta = {"run folder": str(run_dir), "device": ", ".join(devices), **software_versions()}
-    (run_dir / "summary.md").write_text(render_markdown(summary, table, title=f"Hercules bench: {run_dir.name}"))
+    # The markdown report's one image, beside it (markdown viewers do not show data URIs).
+    (run_dir / "sol_scatter.png").write_bytes(sol_scatter(table).png_bytes())
+    (run_dir / "summary.md").write_text(render_markdown(summary, table, title=f"Hercules bench: {run_dir.name}",
+                                                        sol_plot="sol_scatter.png"))
     write_html(run_dir / "report.html", summary, table, title=f"Hercules bench: {run_dir.name}", meta=meta)
     data = {
         "run_dir": str(run_dir),
@@ -74,6 +77,10 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
         "skipped": len(table) - summary.n_rows,
         "ok": summary.n_ok,
         "correctness_rate": summary.correctness_rate,
+        "correct_outputs": {"strict": summary.correctness.strict_rate,
+                            "kernelbench": summary.correctness.kernelbench_rate,
+                            "kernelbench_known": summary.correctness.kernelbench_known},
+        "seconds_per_evaluation": summary.seconds.__dict__,
         "fast_p_eager": {str(p): v for p, v in summary.fast_eager},
         "fast_p_best": {str(p): v for p, v in summary.fast_best},
         "speedup_eager": summary.eager.__dict__,
@@ -82,6 +89,7 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
         "flags": dict(summary.flag_counts),
         "report_html": str(run_dir / "report.html"),
         "summary_md": str(run_dir / "summary.md"),
+        "sol_scatter_png": str(run_dir / "sol_scatter.png"),
     }
     (run_dir / "summary.json").write_text(json.dumps(data, indent=1))
     return data

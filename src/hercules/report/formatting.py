@@ -58,3 +58,22 @@ def truncate(text: str | None, limit: int = 160) -> str:
         return ""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def seconds(value: float | None) -> str:
+    """Wall seconds: 0.84 -> '0.84 s', 73.2 -> '73.2 s'."""
+    if not _usable(value):
+        return MISSING
+    return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
+def speedup_range(low: float | None, high: float | None) -> str:
+    """An interquartile range of speedups: '1.20x-2.40x'."""
+    if not (_usable(low) and _usable(high)):
+        return MISSING
+    return f"{speedup(low)}-{speedup(high)}"
+
+
+def count_rate(count: int, total: int, value: float | None) -> str:
+    """'5 of 8 (62.5%)'; 'n/a' when there is nothing to count over."""
+    return f"{count} of {total} ({rate(value)})" if total else MISSING

@@ -20,12 +20,13 @@ from typing import Any
 import jinja2
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from hercules.fileio import write_text_atomic
 from hercules.harness.records import Status
 from hercules.report import formatting as fmt
-from hercules.report.stats import Row, Summary, ok_speedups, sort_rows
+from hercules.report.stats import Row, Summary, has_levels, ok_speedups, rows_of_level, sort_rows
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -41,6 +42,9 @@ STATUS_COLOURS: dict[str, str] = {
     Status.SKIPPED.value: "#757575",
 }
 
+# One marker per level in the SOL scatter (colour is the status); levels beyond these reuse them.
+LEVEL_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X")
+
 _DPI = 110
 
 
@@ -48,6 +52,10 @@ _DPI = 110
 class Plot:
     data_uri: str  # "data:image/png;base64,..."
     n_points: int  # values drawn; 0 means the image only says "no data"
+
+    def png_bytes(self) -> bytes:
+        """The image itself, to write beside a markdown report."""
+        return base64.b64decode(self.data_uri.split(",", 1)[1])
 
 
 def _png_data_uri(fig: Figure) -> str:
@@ -95,18 +103,23 @@ def speedup_histogram(rows: Sequence[Row]) -> Plot:
     return Plot(_png_data_uri(fig), len(values))
 
 
+def _level_marker(levels: Sequence[int | None], level: int | None) -> str:
+    return LEVEL_MARKERS[levels.index(level) % len(LEVEL_MARKERS)]
+
+
 def sol_scatter(rows: Sequence[Row]) -> Plot:
-    """Candidate time against fraction of the hardware's speed of light, coloured by status."""
+    """Candidate time against fraction of the hardware's speed of light: colour by status, marker
+    by level (when the rows have levels)."""
     fig = Figure(figsize=(7.5, 3.8))
     ax = fig.add_subplot()
-    groups: dict[str, tuple[list[float], list[float]]] = {}
-    for _p, _l, _c, v in rows:
+    groups: dict[tuple[str, int | None], tuple[list[float], list[float]]] = {}
+    for _p, level, _c, v in rows:
         if v.cand_ms is None or v.sol_fraction is None:
             continue
         x, y = float(v.cand_ms), float(v.sol_fraction)
         if not (math.isfinite(x) and math.isfinite(y)) or x <= 0:
             continue
-        xs, ys = groups.setdefault(v.status.value, ([], []))
+        xs, ys = groups.setdefault((v.status.value, level), ([], []))
         xs.append(x)
         ys.append(y)
     ax.set_title("Speed of light: candidate time vs fraction of peak")
@@ -114,9 +127,19 @@ def sol_scatter(rows: Sequence[Row]) -> Plot:
         _no_data(ax, "no data: no candidate has both a time and a SOL fraction")
         return Plot(_png_data_uri(fig), 0)
     order = [s.value for s in Status]
-    for status in sorted(groups, key=lambda s: order.index(s) if s in order else len(order)):
-        xs, ys = groups[status]
-        ax.scatter(xs, ys, s=28, alpha=0.85, color=STATUS_COLOURS.get(status, "#000"), label=f"{status} ({len(xs)})")
+    levels = sorted({level for _, level in groups}, key=lambda lv: (lv is None, lv or 0))
+    by_level = len(levels) > 1 or levels != [None]
+    counts: dict[str, int] = {}
+    for (status, level), (xs, ys) in groups.items():
+        counts[status] = counts.get(status, 0) + len(xs)
+        ax.scatter(xs, ys, s=28, alpha=0.85, color=STATUS_COLOURS.get(status, "#000"),
+                   marker=_level_marker(levels, level) if by_level else "o")
+    handles = [Line2D([], [], linestyle="", marker="o", color=STATUS_COLOURS.get(status, "#000"),
+                      label=f"{status} ({counts[status]})")
+               for status in sorted(counts, key=lambda s: order.index(s) if s in order else len(order))]
+    if by_level:
+        handles += [Line2D([], [], linestyle="", marker=_level_marker(levels, level), color="#777",
+                           label=f"level {fmt.level(level)}") for level in levels]
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_xlabel("candidate time (ms, log scale)")
@@ -124,7 +147,7 @@ def sol_scatter(rows: Sequence[Row]) -> Plot:
     top = max(max(ys) for _, ys in groups.values())
     ax.set_ylim(0, max(1.0, top * 1.05))
     ax.axhline(1.0, color="#444", linestyle=":", linewidth=1)
-    ax.legend(frameon=False, fontsize="small")
+    ax.legend(handles=handles, frameon=False, fontsize="small")
     return Plot(_png_data_uri(fig), sum(len(xs) for xs, _ in groups.values()))
 
 
@@ -144,6 +167,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         rate=fmt.rate, speedup=fmt.speedup, ms=fmt.ms, p_label=fmt.p_label, level=fmt.level,
+        seconds=fmt.seconds, speedup_range=fmt.speedup_range, count_rate=fmt.count_rate,
         truncate_text=fmt.truncate, meta_value=_meta_value, zip=lambda a, b: list(zip(a, b)),
     )
     return env
@@ -154,35 +178,53 @@ def _sort_key(value: float | None) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
 
 
+def _candidate(problem: str, level: int | None, candidate: str, v: Any) -> dict[str, Any]:
+    speedups = [
+        (fmt.speedup(getattr(v.speedup, attr)), _sort_key(getattr(v.speedup, attr)))
+        for attr, _ in fmt.SPEEDUP_COLUMNS
+    ]
+    spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
+    sol = v.sol if isinstance(v.sol, Mapping) else {}
+    return {
+        "problem": problem,
+        "level": level,
+        "candidate": candidate,
+        "status": v.status.value,
+        "flags": list(v.flags),
+        "cand_ms": v.cand_ms,
+        "cand_ms_key": _sort_key(v.cand_ms),
+        "ref_ms": v.ref_ms,
+        "ref_ms_key": _sort_key(v.ref_ms),
+        "speedups": speedups,
+        "eager": fmt.speedup(v.speedup.eager),
+        "eager_key": _sort_key(v.speedup.eager),
+        "spread": spread,
+        "spread_key": _sort_key(spread),
+        "sol": v.sol_fraction,
+        "sol_key": _sort_key(v.sol_fraction),
+        "bound": sol.get("bound") or "",
+        "ref_work": sol.get("compute_fraction_of_reference_work"),
+        "ref_work_key": _sort_key(sol.get("compute_fraction_of_reference_work")),
+        "sol_note": sol.get("note") or "",
+        "seconds": v.seconds or None,
+        "seconds_key": _sort_key(v.seconds or None),
+        "error": v.error,
+    }
+
+
 def render_html(
     summary: Summary,
     rows: Sequence[Row],
     title: str = "Hercules bench",
     meta: Mapping[str, Any] | None = None,
 ) -> str:
-    candidates = []
-    for problem, level, candidate, v in sort_rows(rows):
-        speedups = [
-            (fmt.speedup(getattr(v.speedup, attr)), _sort_key(getattr(v.speedup, attr)))
-            for attr, _ in fmt.SPEEDUP_COLUMNS
-        ]
-        candidates.append(
-            {
-                "problem": problem,
-                "level": level,
-                "candidate": candidate,
-                "status": v.status.value,
-                "flags": list(v.flags),
-                "cand_ms": v.cand_ms,
-                "cand_ms_key": _sort_key(v.cand_ms),
-                "ref_ms": v.ref_ms,
-                "ref_ms_key": _sort_key(v.ref_ms),
-                "speedups": speedups,
-                "sol": v.sol_fraction,
-                "sol_key": _sort_key(v.sol_fraction),
-                "error": v.error,
-            }
-        )
+    candidates = [_candidate(*row) for row in sort_rows(rows)]
+    # Problems from a KernelBench layout carry a level: one section per level, as KernelBench
+    # results are read. A run without levels (the built-in suite) has only the table of all.
+    sections = [
+        {"summary": lv, "candidates": [_candidate(*row) for row in rows_of_level(rows, lv.level)]}
+        for lv in summary.levels
+    ] if has_levels(rows) else []
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title,
@@ -190,6 +232,7 @@ def render_html(
         summary=summary,
         fast_rows=list(zip(summary.fast_eager, summary.fast_best)),
         candidates=candidates,
+        level_sections=sections,
         speedup_headers=[label for _, label in fmt.SPEEDUP_COLUMNS],
         speedup_plot=speedup_histogram(rows),
         sol_plot=sol_scatter(rows),

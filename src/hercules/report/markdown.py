@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hercules.report import formatting as fmt
-from hercules.report.stats import Row, Summary, sort_rows
+from hercules.report.stats import LevelSummary, Row, Summary, has_levels, rows_of_level, sort_rows
 
 
 def _cell(text: object) -> str:
@@ -24,7 +24,37 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str) 
     return lines
 
 
-def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercules bench") -> str:
+def _level_section(lv: LevelSummary, rows: Sequence[Row]) -> list[str]:
+    c = lv.correctness
+    statuses = ", ".join(f"{s} {n}" for s, n in lv.status_counts) or "none"
+    flags = ", ".join(f"{f} {n}" for f, n in lv.flag_counts) or "none"
+    out = [
+        f"### Level {fmt.level(lv.level)}",
+        "",
+        f"{lv.n_rows} candidates: {statuses}; flags: {flags}. Speedup vs eager: median "
+        f"{fmt.speedup(lv.eager.median)}, IQR {fmt.speedup_range(lv.eager.q1, lv.eager.q3)} (n={lv.eager.n}). "
+        f"Correct outputs: strict {fmt.count_rate(c.strict, c.n_rows, c.strict_rate)}, kernelbench "
+        f"{fmt.count_rate(c.kernelbench, c.kernelbench_known, c.kernelbench_rate)}. Seconds per evaluation: "
+        f"median {fmt.seconds(lv.seconds.median)}, total {fmt.seconds(lv.seconds.total)}.",
+        "",
+    ]
+    table = []
+    for problem, _level, candidate, v in rows:
+        spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
+        sol = v.sol if isinstance(v.sol, dict) else {}
+        table.append([problem, candidate, v.status.value, fmt.flags(v.flags), fmt.ms(v.cand_ms), fmt.rate(spread),
+                      fmt.speedup(v.speedup.eager), fmt.rate(v.sol_fraction),
+                      fmt.rate(sol.get("compute_fraction_of_reference_work")), sol.get("bound") or "",
+                      fmt.seconds(v.seconds or None)])
+    out += _table(["problem", "candidate", "status", "flags", "cand ms", "spread", "vs eager", "SOL",
+                   "of ref FLOPs", "bound", "s / eval"], table, "llllrrrrrlr")
+    out.append("")
+    return out
+
+
+def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercules bench",
+                    sol_plot: str | None = None) -> str:
+    """``sol_plot``: where the SOL scatter's PNG lies, relative to the markdown file (none: no image)."""
     out: list[str] = [f"# {title}", ""]
 
     out += ["## Summary", ""]
@@ -37,10 +67,29 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
             ["correctness rate", fmt.rate(summary.correctness_rate)],
             ["statuses", statuses],
             ["flags", ", ".join(f"{f} {n}" for f, n in summary.flag_counts) or "none"],
+            ["seconds per evaluation (median, total)",
+             f"{fmt.seconds(summary.seconds.median)}, {fmt.seconds(summary.seconds.total)}"],
         ],
         "lr",
     )
     out.append("")
+
+    c = summary.correctness
+    out += _table(
+        ["tolerance", "correct outputs"],
+        [
+            ["strict (per-dtype atol/rtol and relative-norm bound)", fmt.count_rate(c.strict, c.n_rows, c.strict_rate)],
+            ["kernelbench (allclose, atol = rtol = 1e-2)",
+             fmt.count_rate(c.kernelbench, c.kernelbench_known, c.kernelbench_rate)],
+        ],
+        "lr",
+    )
+    out += [
+        "",
+        "Correct outputs count suspicious candidates too; the correctness rate above does not. The "
+        f"KernelBench rate is over the candidates whose verdict records it ({c.kernelbench_known} of {c.n_rows}).",
+        "",
+    ]
 
     speed_rows: list[list[object]] = [
         [fmt.p_label(p), fmt.rate(e), fmt.rate(b)]
@@ -74,6 +123,11 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
             fmt.rate(lv.fast(1.0, "best")) if _has_p(lv.fast_best, 1.0) else fmt.MISSING,
             fmt.speedup(lv.eager.geomean),
             fmt.speedup(lv.best.geomean),
+            fmt.speedup(lv.eager.median),
+            fmt.speedup_range(lv.eager.q1, lv.eager.q3),
+            fmt.rate(lv.correctness.strict_rate),
+            fmt.rate(lv.correctness.kernelbench_rate),
+            fmt.seconds(lv.seconds.median),
         ]
         for lv in summary.levels
     ]
@@ -87,11 +141,25 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
             "fast_1 best",
             "geomean eager",
             "geomean best",
+            "median eager",
+            "IQR eager",
+            "strict",
+            "kernelbench",
+            "s / eval",
         ],
         level_rows,
-        "lrrrrrrr",
+        "lrrrrrrrrrrrr",
     )
     out.append("")
+    if has_levels(rows):
+        for lv in summary.levels:
+            out += _level_section(lv, rows_of_level(rows, lv.level))
+    if sol_plot:
+        out += ["## Speed of light", "", f"![candidate time vs fraction of the speed of light]({sol_plot})", "",
+                "SOL: the fewest bytes at the device's bandwidth (or a declared minimum FLOP count at its "
+                "peak) over the candidate's time; the reference's FLOPs never enter it (a candidate may "
+                "skip their zeros). \"of ref FLOPs\": the reference's FLOPs at the device's peak over the "
+                "candidate's time; above 100% when the candidate does less arithmetic than the reference.", ""]
 
     out += ["## Candidates", ""]
     cand_rows = []

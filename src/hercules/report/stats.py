@@ -13,15 +13,24 @@ Definitions (what each number means, and what it is when there is nothing to mea
   correctness rate: a correct row needs no timing to count as correct. For p > 0 a correct row
   without a speedup against the chosen baseline does not count. ``None`` when there are no rows.
 - Speedup averages (mean, median, geometric mean) are over correct rows that have a finite,
-  positive speedup against the chosen baseline; ``None`` when no row has one.
+  positive speedup against the chosen baseline; ``None`` when no row has one. Their spread is the
+  interquartile range (``q1`` to ``q3``) of the same values.
+- Correct outputs under two tolerances (``Correctness``): *strict* is Hercules' own check (per-dtype
+  elementwise tolerance plus the relative-norm bound), ``Verdict.correct``, over all rows;
+  *kernelbench* is upstream KernelBench's ``allclose(atol=rtol=1e-2)``, read from
+  ``check.correct_kernelbench``, over the rows where it is known (a row that produced no output is
+  known to be incorrect; a verdict written before the field existed is unknown). Both count
+  suspicious rows: they are about outputs, not about flags.
+- Seconds per evaluation: ``Verdict.seconds`` (wall, build included), over rows that recorded it.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +52,29 @@ class SpeedupStats:
     geomean: float | None
     min: float | None
     max: float | None
+    q1: float | None = None  # first quartile
+    q3: float | None = None  # third quartile
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """Correct outputs under the strict tolerance and under KernelBench's atol = rtol = 1e-2."""
+
+    n_rows: int
+    strict: int  # rows with Verdict.correct
+    strict_rate: float | None  # strict / n_rows
+    kernelbench: int  # rows with check.correct_kernelbench true
+    kernelbench_known: int  # rows whose KernelBench correctness is known
+    kernelbench_rate: float | None  # kernelbench / kernelbench_known
+
+
+@dataclass(frozen=True)
+class SecondsStats:
+    """Wall seconds per evaluation."""
+
+    n: int  # rows that recorded their seconds
+    median: float | None
+    total: float
 
 
 @dataclass(frozen=True)
@@ -55,6 +87,10 @@ class LevelSummary:
     fast_best: tuple[tuple[float, float | None], ...]  # (p, fast_p against the best baseline)
     eager: SpeedupStats
     best: SpeedupStats
+    status_counts: tuple[tuple[str, int], ...]
+    flag_counts: tuple[tuple[str, int], ...]
+    correctness: Correctness
+    seconds: SecondsStats
 
     def fast(self, p: float, against: Against = "eager") -> float | None:
         return _lookup(self.fast_eager if against == "eager" else self.fast_best, p)
@@ -72,6 +108,8 @@ class Summary:
     levels: tuple[LevelSummary, ...]  # ascending level, rows without a level last
     status_counts: tuple[tuple[str, int], ...]  # statuses present, in ``Status`` order
     flag_counts: tuple[tuple[str, int], ...]  # rows carrying each flag, most frequent first
+    correctness: Correctness
+    seconds: SecondsStats
 
     def fast(self, p: float, against: Against = "eager") -> float | None:
         return _lookup(self.fast_eager if against == "eager" else self.fast_best, p)
@@ -116,6 +154,22 @@ def ok_speedups(rows: Iterable[Row], against: Against = "eager") -> list[float]:
     return out
 
 
+# Statuses of rows that produced no output: incorrect under any tolerance.
+_NO_OUTPUT = frozenset({Status.BUILD_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.CRASH, Status.SKIPPED})
+
+
+def kernelbench_correct(verdict: Verdict) -> bool | None:
+    """Correct under upstream KernelBench's tolerance, or None when the verdict does not say.
+
+    Read with getattr / dict.get: ``check.correct_kernelbench`` is newer than many stored verdicts.
+    """
+    check = verdict.check
+    value = check.get("correct_kernelbench") if isinstance(check, Mapping) else getattr(check, "correct_kernelbench", None)
+    if isinstance(value, bool):
+        return value
+    return False if Status(verdict.status) in _NO_OUTPUT else None
+
+
 # -- the statistics ---------------------------------------------------------------------------
 
 
@@ -150,6 +204,8 @@ def speedup_stats(rows: Sequence[Row], against: Against = "eager") -> SpeedupSta
     values = ok_speedups(rows, against)
     if not values:
         return SpeedupStats(n=0, mean=None, median=None, geomean=None, min=None, max=None)
+    # "inclusive": quartiles within the data's range (1 and 3 of 1, 2, 3, 4, 5 are 2 and 4).
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
     return SpeedupStats(
         n=len(values),
         mean=math.fsum(values) / len(values),
@@ -157,7 +213,29 @@ def speedup_stats(rows: Sequence[Row], against: Against = "eager") -> SpeedupSta
         geomean=geometric_mean(values),
         min=min(values),
         max=max(values),
+        q1=float(q1),
+        q3=float(q3),
     )
+
+
+def correctness(rows: Sequence[Row]) -> Correctness:
+    kb = [kernelbench_correct(row[3]) for row in rows]
+    known = [value for value in kb if value is not None]
+    strict = sum(1 for row in rows if row[3].correct)
+    return Correctness(
+        n_rows=len(rows),
+        strict=strict,
+        strict_rate=strict / len(rows) if rows else None,
+        kernelbench=sum(known),
+        kernelbench_known=len(known),
+        kernelbench_rate=sum(known) / len(known) if known else None,
+    )
+
+
+def seconds_stats(rows: Sequence[Row]) -> SecondsStats:
+    values = [float(row[3].seconds) for row in rows if row[3].seconds and row[3].seconds > 0]
+    return SecondsStats(n=len(values), median=float(statistics.median(values)) if values else None,
+                        total=math.fsum(values))
 
 
 def status_counts(rows: Iterable[Row]) -> tuple[tuple[str, int], ...]:
@@ -189,6 +267,10 @@ def summarize_level(
         fast_best=tuple((float(p), fast_p(rows, p, "best")) for p in ps),
         eager=speedup_stats(rows, "eager"),
         best=speedup_stats(rows, "best"),
+        status_counts=status_counts(rows),
+        flag_counts=flag_counts(rows),
+        correctness=correctness(rows),
+        seconds=seconds_stats(rows),
     )
 
 
@@ -212,9 +294,25 @@ def summarize(rows: Sequence[Row], ps: Sequence[float] = P_VALUES) -> Summary:
         levels=per_level(rows, ps),
         status_counts=status_counts(rows),
         flag_counts=flag_counts(rows),
+        correctness=correctness(rows),
+        seconds=seconds_stats(rows),
     )
+
+
+def has_levels(rows: Iterable[Row]) -> bool:
+    """Whether any row has a level (problems from a KernelBench layout): reports then break down by it."""
+    return any(row[1] is not None for row in rows)
+
+
+def rows_of_level(rows: Iterable[Row], level: int | None) -> list[Row]:
+    return [row for row in sort_rows(rows) if row[1] == level]
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Numbers in names compare as numbers: level1_2_... before level1_10_..."""
+    return tuple((0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def sort_rows(rows: Iterable[Row]) -> list[Row]:
     """Rows by level (none last), then problem, then candidate: the order reports list them in."""
-    return sorted(rows, key=lambda r: (_level_key(r[1]), r[0], r[2]))
+    return sorted(rows, key=lambda r: (_level_key(r[1]), _natural(r[0]), _natural(r[2])))
