@@ -1,27 +1,38 @@
 """The static scanner: every exploit's static signal is found, honest code gets no finding.
 
-Three sources of honest code: the adversarial corpus's honest candidates, the built-in suite's
-example candidates (globbed at test time, whatever exists then), and inline snippets that sit
-close to a rule without meeting it.
+Four sources of honest code: the adversarial corpus's honest candidates, the built-in suite's
+example candidates (globbed at test time, whatever exists then), KernelBench's own references
+submitted as candidates, and inline snippets that sit close to a rule without meeting it.
+
+Fallbacks that are honest while the kernel works are conditional findings; their fallback lines
+are checked against what a line tracer records when the candidate really runs, with a build that
+works and one that fails.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import json
+import re
+import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
 
+from hercules.harness.integrity import ExecutedLines
 from hercules.harness.records import Flag
-from hercules.harness.static_scan import Finding, scan_candidate
+from hercules.harness.static_scan import Finding, lines_executed, scan_candidate
 from hercules.problems.model import read_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "adversarial"
 SUITE = ROOT / "src" / "hercules" / "suite"
+KERNELBENCH = next((p for p in (ROOT / "corpora" / "kernelbench", ROOT.parent / "shared" / "corpora" / "kernelbench")
+                    if p.is_dir()), None)
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
 FLAG_VALUES = {f.value for f in Flag}
 
@@ -73,7 +84,7 @@ def test_exploit_static_signal_found(name):
     entry = MANIFEST[name]
     dtype = _problem_dtype(CORPUS / "problems" / f"{entry['problem']}.py")
     findings = scan_candidate((CORPUS / name).read_text(), dtype)
-    missing = set(entry["static_flags"]) - {f.flag for f in findings}
+    missing = set(entry["static_flags"]) - {f.flag for f in findings if not f.note}
     assert not missing, f"{name}: expected {sorted(missing)}, found: {_describe(findings)}"
 
 
@@ -102,6 +113,26 @@ def test_suite_candidates_are_clean():
         if findings:
             dirty[str(path.relative_to(ROOT))] = _describe(findings)
     assert not dirty, dirty
+
+
+def _as_candidate(reference: str) -> str:
+    """A KernelBench reference submitted as its own candidate: Model renamed ModelNew, as users do."""
+    return re.sub(r"\bModel\b", "ModelNew", reference)
+
+
+def test_kernelbench_references_as_candidates_get_no_flag():
+    """Each of KernelBench's references is honest PyTorch: submitted as a candidate, no finding of
+    it may be a flag, outright or conditional (notes are allowed)."""
+    files = sorted(KERNELBENCH.glob("level[123]/*.py")) if KERNELBENCH else []
+    if not files:
+        pytest.skip("no KernelBench corpus on this machine")
+    flagged = {}
+    for path in files:
+        findings = [f for f in scan_candidate(_as_candidate(path.read_text()), _problem_dtype(path)) if not f.note]
+        if findings:
+            flagged[str(path.relative_to(KERNELBENCH))] = _describe(findings)
+    assert not flagged, flagged
+    assert len(files) >= 250, "the whole corpus was scanned"
 
 
 # ---- rule by rule --------------------------------------------------------------------------------
@@ -155,15 +186,12 @@ POSITIVE = {
     "module_hook": ("import torch\ntorch.nn.modules.module.register_module_forward_hook(print)\n", "monkey_patch"),
     "cpp_aten_impl": ('src = """TORCH_LIBRARY_IMPL(aten, CUDA, m) { m.impl("mm", &f); }"""\n', "monkey_patch"),
     # global state
-    "backends_cudnn": ("import torch\ntorch.backends.cudnn.benchmark = True\n", "global_state"),
     "backends_alias": ("import torch.backends.cudnn as cudnn\ncudnn.deterministic = False\n", "global_state"),
     "matmul_precision": ("import torch\ntorch.set_float32_matmul_precision('highest')\n", "global_state"),
     "default_dtype": ("import torch\ntorch.set_default_dtype(torch.float64)\n", "global_state"),
     "deterministic": ("import torch\ntorch.use_deterministic_algorithms(True)\n", "global_state"),
     "flush_denormal": ("import torch\ntorch.set_flush_denormal(True)\n", "global_state"),
-    "num_threads": ("import torch\ntorch.set_num_threads(1)\n", "global_state"),
     "inductor_config": ("import torch._inductor.config as cfg\ncfg.max_autotune = True\n", "global_state"),
-    "sdp_enable": ("import torch\ntorch.backends.cuda.enable_flash_sdp(False)\n", "global_state"),
     "env_write": ("import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n", "global_state"),
     "cpp_global_context": ('src = """at::globalContext().setAllowTF32CuBLAS(true);"""\n', "global_state"),
     # precision
@@ -254,22 +282,7 @@ POSITIVE = {
     "torch_load": ("import torch\nexpected = torch.load('out.pt')\n", "problem_edit"),
     "hasattr_get_inputs": ("def f(m):\n    return hasattr(m, 'get_inputs')\n", "problem_edit"),
     "cpp_ipc": ('src = """cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);"""\n', "problem_edit"),
-    # fallbacks
-    "fallback_torch": ("import torch\nclass M:\n    def forward(self, a, b):\n        try:\n"
-                       "            return ext.mm(a, b)\n        except Exception:\n            return torch.mm(a, b)\n",
-                       "reference_fallback"),
-    "fallback_matmul_op": ("class M:\n    def forward(self, a, b):\n        try:\n            out = ext.mm(a, b)\n"
-                           "        except RuntimeError:\n            out = a @ b\n        return out\n", "reference_fallback"),
-    "fallback_functional": ("import torch.nn.functional as F\nclass M:\n    def forward(self, x):\n        try:\n"
-                            "            return kernel(x)\n        except:\n            return F.gelu(x)\n",
-                            "reference_fallback"),
-    "fallback_submodule": ("class M:\n    def forward(self, x):\n        try:\n            return kernel(x)\n"
-                           "        except Exception:\n            return self.linear(x)\n", "reference_fallback"),
-    "fallback_returns_other": ("class M:\n    def forward(self, x):\n        try:\n            return kernel(x)\n"
-                               "        except Exception:\n            return x\n", "reference_fallback"),
-    "build_swallowed": ("from torch.utils.cpp_extension import load_inline\ntry:\n"
-                        "    ext = load_inline(name='k', cpp_sources='', functions=['f'])\nexcept Exception:\n"
-                        "    ext = None\n", "reference_fallback"),
+    # fallbacks that run in C++, where no line of the file can be traced
     "cpp_catch_fallback": ('src = """try { launch(x); } catch (...) { return at::matmul(a, b); }"""\n',
                            "reference_fallback"),
     # static aliasing / mutation
@@ -281,6 +294,26 @@ POSITIVE = {
                                "        x[0] = 1\n        return x + 0\n", "input_mutated"),
     "mutates_out_kw": ("import torch\nclass M:\n    def forward(self, x, y):\n        torch.add(x, y, out=y)\n"
                        "        return y + 0\n", "input_mutated"),
+    "returns_contiguous_input": ("class ModelNew:\n    def forward(self, x):\n        return x.contiguous()\n",
+                                 "output_aliases_input"),
+    "returns_input_through_submodule": (
+        "import torch.nn as nn\nclass Same(nn.Module):\n    def forward(self, t):\n        return t\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.same = Same()\n"
+        "    def forward(self, x):\n        return self.same(x)\n", "output_aliases_input"),
+    "returns_view_through_helper": (
+        "def _flat(t):\n    return t.view(-1)\nclass ModelNew:\n    def forward(self, x):\n        y = _flat(x)\n"
+        "        return y\n", "output_aliases_input"),
+    "returns_input_through_autograd_function": (
+        "import torch\nclass Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, t):\n        return t\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return Fn.apply(x)\n",
+        "output_aliases_input"),
+    "mutates_through_submodule": (
+        "import torch.nn as nn\nclass Scale(nn.Module):\n    def forward(self, t):\n        t.mul_(2)\n        return t * 1\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = Scale()\n"
+        "    def forward(self, x):\n        return self.scale(x)\n", "input_mutated"),
+    "mutates_through_method": (
+        "class ModelNew:\n    def forward(self, x):\n        self._scratch(x)\n        return x * 1\n"
+        "    def _scratch(self, t):\n        t[0] = 0\n", "input_mutated"),
     "mutates_augassign": ("class M:\n    def forward(self, x):\n        n = x.shape[0]\n        x += 1\n"
                           "        return x * n\n", "input_mutated"),
     # exceptions swallowed on the forward path
@@ -297,7 +330,349 @@ POSITIVE = {
 def test_rule_fires(case):
     code, flag = POSITIVE[case]
     findings = scan_candidate(code, "float32")
-    assert flag in {f.flag for f in findings}, f"{case}: {_describe(findings)}"
+    assert flag in {f.flag for f in findings if f.decisive}, f"{case}: {_describe(findings)}"
+
+
+# Process-local settings that leave the arithmetic alone: one note each, never a flag.
+NOTED = {
+    "cudnn_benchmark": "import torch\ntorch.backends.cudnn.benchmark = True\n",
+    "cudnn_benchmark_alias": "import torch.backends.cudnn as cudnn\ncudnn.benchmark = True\n",
+    "cudnn_benchmark_setattr": "import torch\nsetattr(torch.backends.cudnn, 'benchmark', True)\n",
+    "cudnn_enabled": "import torch\ntorch.backends.cudnn.enabled = False\n",
+    "num_threads": "import torch\ntorch.set_num_threads(1)\n",
+    "interop_threads": "import torch\ntorch.set_num_interop_threads(1)\n",
+    "sdp_enable": "import torch\ntorch.backends.cuda.enable_flash_sdp(False)\n",
+    "blas_library": "import torch\ntorch.backends.cuda.preferred_blas_library('cublaslt')\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOTED))
+def test_neutral_setting_is_noted_not_flagged(case):
+    findings = scan_candidate(NOTED[case], "float32")
+    assert [(f.flag, f.line, f.note, f.decisive, f.conditional) for f in findings] == [
+        ("global_state", 2, True, False, False)], _describe(findings)
+
+
+def test_numerics_settings_stay_flagged_beside_a_neutral_one():
+    # One statement sets both: the line's flag is not hidden by its note.
+    code = "import torch\ntorch.backends.cudnn.benchmark = torch.backends.cudnn.deterministic = True\n"
+    assert {f.flag for f in scan_candidate(code) if f.decisive} == {"global_state"}
+    for code in ("import torch\ntorch.backends.cudnn.allow_tf32 = True\n",
+                 "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
+                 "import torch\ntorch.set_float32_matmul_precision('high')\n",
+                 "import torch\ntorch.set_default_dtype(torch.float64)\n",
+                 "import torch\ntorch.use_deterministic_algorithms(False)\n",
+                 "import torch\ntorch.backends.cudnn.deterministic = False\n"):
+        assert "global_state" in {f.flag for f in scan_candidate(code) if f.decisive}, code
+
+
+# ---- fallbacks: conditional on running -----------------------------------------------------------
+# Every line marked "# fallback" must be in the finding's fallback_lines and no other line; the
+# runnable cases also really run (below). Each runnable case builds with load_inline, makes
+# ModelNew() and calls forward(x); the kernel is `.f(x)` of the built module.
+
+CONDITIONAL = {
+    "module_none_branch": (True, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        try:
+            mod = load_inline(name="k", cpp_sources="", functions=["f"])
+        except Exception:
+            mod = None  # fallback
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mod = mod
+            def forward(self, x):
+                if self.mod is None:
+                    return torch.relu(x)  # fallback
+                return self.mod.f(x)
+        """),
+    "flag_and_fall_through": (True, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _ext = None
+        try:
+            _ext = load_inline(name="k", cpp_sources="", functions=["f"])
+            HAS_EXT = True
+        except Exception:
+            HAS_EXT = False  # fallback
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                if HAS_EXT and x.dim() > 0:
+                    return _ext.f(x)
+                y = torch.relu(x)  # fallback
+                return y  # fallback
+        """),
+    "else_branch_and_multiline_expression": (True, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        try:
+            ext = load_inline(name="k", cpp_sources="", functions=["f"])
+        except Exception:
+            ext = None  # fallback
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.use_kernel = ext is not None
+            def forward(self, x):
+                if self.use_kernel:
+                    y = ext.f(x)
+                else:
+                    y = torch.relu(x)  # fallback
+                return (ext.f(y)
+                        if ext is not None
+                        else torch.relu(y))  # fallback
+        """),
+    "lazy_build_in_forward": (True, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mod = None
+                self.failed = False
+            def forward(self, x):
+                if self.mod is None and not self.failed:
+                    try:
+                        self.mod = load_inline(name="k", cpp_sources="", functions=["f"])
+                    except RuntimeError:
+                        self.failed = True  # fallback
+                if self.failed:
+                    return torch.relu(x)  # fallback
+                return self.mod.f(x)
+        """),
+    "cached_loader_function": (True, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _EXT = None
+        def _get_ext():
+            global _EXT
+            if _EXT is None:
+                try:
+                    _EXT = load_inline(name="k", cpp_sources="", functions=["f"])
+                except Exception:
+                    _EXT = False  # fallback
+            return _EXT
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                ext = _get_ext()
+                if not ext:
+                    return torch.relu(x)  # fallback
+                return ext.f(x)
+        """),
+    "autograd_function_fall_through": (True, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _ext = None
+        try:
+            _ext = load_inline(name="k", cpp_sources="", functions=["f"])
+        except Exception:
+            _ext = None  # fallback
+        class _Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                if _ext is not None and x.dtype == torch.float32:
+                    return _ext.f(x)
+                return torch.relu(x)  # fallback
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return _Fn.apply(x)
+        """),
+    "built_on_some_paths_without_try": (False, """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _ext = None
+        if torch.cuda.is_available():
+            _ext = load_inline(name="k", cpp_sources="", functions=["f"])
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                if _ext is None or not x.is_cuda:
+                    return torch.relu(x)  # fallback
+                return _ext.f(x)
+        """),
+    "forward_handler_computes": (False, """
+        import torch
+        class M:
+            def forward(self, a, b):
+                try:
+                    return ext.mm(a, b)
+                except Exception:
+                    return torch.mm(a, b)  # fallback
+        """),
+    "forward_handler_matmul_operator": (False, """
+        class M:
+            def forward(self, a, b):
+                try:
+                    out = ext.mm(a, b)
+                except RuntimeError:
+                    out = a @ b  # fallback
+                return out
+        """),
+    "forward_handler_functional": (False, """
+        import torch.nn.functional as F
+        class M:
+            def forward(self, x):
+                try:
+                    return kernel(x)
+                except:
+                    return F.gelu(x)  # fallback
+        """),
+    "forward_handler_submodule": (False, """
+        class M:
+            def forward(self, x):
+                try:
+                    return kernel(x)
+                except Exception:
+                    return self.linear(x)  # fallback
+        """),
+    "forward_handler_returns_other": (False, """
+        class M:
+            def forward(self, x):
+                try:
+                    return kernel(x)
+                except Exception:
+                    return x  # fallback
+        """),
+    "forward_helper_handler": (False, """
+        import torch
+        class M:
+            def forward(self, x):
+                out = self._run(x)
+                return out
+            def _run(self, x):
+                try:
+                    return self.ext.f(x)
+                except Exception:
+                    out = torch.relu(x)  # fallback
+                    return out  # fallback
+        """),
+    "build_swallowed": (False, """
+        from torch.utils.cpp_extension import load_inline
+        try:
+            ext = load_inline(name='k', cpp_sources='', functions=['f'])
+        except Exception:
+            ext = None  # fallback
+        """),
+}
+
+
+def _source(case: str) -> str:
+    return textwrap.dedent(CONDITIONAL[case][1]).lstrip("\n")
+
+
+def _marked(code: str) -> set[int]:
+    return {n for n, line in enumerate(code.splitlines(), 1) if line.rstrip().endswith("# fallback")}
+
+
+def _expand(ranges) -> set[int]:
+    return {line for start, end in ranges for line in range(start, end + 1)}
+
+
+@pytest.mark.parametrize("case", sorted(CONDITIONAL))
+def test_fallback_is_conditional_with_its_lines(case):
+    code = _source(case)
+    findings = scan_candidate(code, "float32")
+    fallbacks = [f for f in findings if f.flag == "reference_fallback"]
+    assert len(fallbacks) == 1 and fallbacks[0].conditional and not fallbacks[0].decisive, _describe(findings)
+    assert _expand(fallbacks[0].fallback_lines) == _marked(code), fallbacks[0]
+    # (Other rules may still see something else, e.g. a handler that returns the input itself.)
+
+
+def _run_candidate(path: Path, monkeypatch, build_works: bool, trace_import: bool) -> set[int]:
+    """Import the candidate with a load_inline that works or fails, make ModelNew() and call it
+    twice; the lines of its file that ran (from the import on, or during the calls only)."""
+    import torch
+    import torch.utils.cpp_extension as cpp_extension
+
+    def fake_load_inline(*args, **kwargs):
+        if not build_works:
+            raise RuntimeError("Error building extension 'k'")
+        return types.SimpleNamespace(f=lambda x: x.clamp(min=0))
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    spec = importlib.util.spec_from_file_location(f"candidate_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    whole = ExecutedLines(str(path))
+    with whole:
+        spec.loader.exec_module(module)
+        model = module.ModelNew()
+    with ExecutedLines(str(path)) as calls, torch.no_grad():
+        for _ in range(2):
+            out = model(torch.randn(8))
+    assert torch.equal(out, out.clamp(min=0))
+    return (whole.lines | calls.lines) if trace_import else calls.lines
+
+
+RUNNABLE = sorted(k for k, (runnable, _) in CONDITIONAL.items() if runnable)
+
+
+@pytest.mark.parametrize("case", RUNNABLE)
+@pytest.mark.parametrize("trace_import", [False, True])
+def test_fallback_lines_run_exactly_when_the_build_failed(case, trace_import, tmp_path, monkeypatch):
+    path = tmp_path / f"{case}.py"
+    path.write_text(_source(case))
+    (finding,) = [f for f in scan_candidate(path.read_text()) if f.flag == "reference_fallback"]
+    for build_works in (True, False):
+        executed = _run_candidate(path, monkeypatch, build_works, trace_import)
+        assert lines_executed(finding.fallback_lines, executed) is (not build_works), (build_works, executed)
+
+
+def test_fallback_chosen_once_on_one_line_is_seen_from_the_import():
+    """A fallback on the kernel call's own line cannot be told apart by line; the caught build's
+    handler, which runs at import when the build fails, still can."""
+    code = textwrap.dedent("""
+        import torch
+        from torch.utils.cpp_extension import load_inline
+        try:
+            ext = load_inline(name="k", cpp_sources="", functions=["f"])
+        except Exception:
+            ext = None
+        class ModelNew(torch.nn.Module):
+            def forward(self, x):
+                return ext.f(x) if ext is not None else torch.relu(x)
+        """).lstrip("\n")
+    (finding,) = scan_candidate(code)
+    assert finding.conditional and finding.fallback_lines == ((6, 6),)
+
+
+def test_handler_that_runs_on_every_call_is_a_flag():
+    # The module is never built (only ever None), so every call raises and falls back.
+    for code in (
+        "import torch\n_ext = None\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n"
+        "            return _ext.f(x)\n        except Exception:\n            return torch.relu(x)\n",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.ext = None\n    def forward(self, x):\n        try:\n            y = x.contiguous()\n"
+        "            return self.ext.f(y)\n        except AttributeError:\n            return torch.relu(x)\n",
+    ):
+        findings = scan_candidate(code)
+        assert [(f.flag, f.decisive) for f in findings] == [("reference_fallback", True)], _describe(findings)
+    # Bound to something else somewhere (or caught too narrowly to catch the AttributeError): it
+    # may work, so it is conditional.
+    for code in (
+        "import torch\n_ext = None\ndef init(e):\n    global _ext\n    _ext = e\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        try:\n            return _ext.f(x)\n        except Exception:\n"
+        "            return torch.relu(x)\n",
+        "import torch\n_ext = None\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n"
+        "            return _ext.f(x)\n        except RuntimeError:\n            return torch.relu(x)\n",
+    ):
+        findings = scan_candidate(code)
+        assert [(f.flag, f.conditional) for f in findings] == [("reference_fallback", True)], _describe(findings)
+
+
+def test_lines_executed():
+    assert lines_executed(((3, 5),), {1, 5}) is True
+    assert lines_executed(((3, 5),), {2, 6}) is False
+    assert lines_executed(((3, 3), (9, 12)), {10}) is True
+    assert lines_executed((), {1, 2, 3}) is False
+    assert lines_executed(((1, 100),), set()) is False
 
 
 NEGATIVE = {
@@ -380,6 +755,37 @@ NEGATIVE = {
     "self_attribute_writes": ("import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n"
                               "        super().__init__()\n        self.weight = torch.nn.Parameter(torch.ones(3))\n"
                               "        setattr(self, 'bias', None)\n", "float32"),
+    "submodule_views_an_intermediate": (
+        # KernelBench's ShuffleNet: the channel shuffle returns a view of what it is given, and what
+        # it is given is an intermediate, never the candidate's input.
+        "import torch.nn as nn\nclass ChannelShuffle(nn.Module):\n    def forward(self, x):\n"
+        "        b, c, h, w = x.size()\n        x = x.view(b, 2, c // 2, h, w)\n        x = x.transpose(1, 2).contiguous()\n"
+        "        return x.view(b, -1, h, w)\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.shuffle = ChannelShuffle()\n"
+        "    def forward(self, x):\n        return self.shuffle(x * 2)\n", "float32"),
+    "submodule_updates_an_intermediate": (
+        "import torch.nn as nn\nclass AddBias(nn.Module):\n    def forward(self, t):\n        t += self.b\n        return t\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.add = AddBias()\n"
+        "    def forward(self, x):\n        y = self.lin(x)\n        return self.add(y)\n", "float32"),
+    "transposed_copy_returned": (
+        "class ModelNew:\n    def forward(self, x):\n        y = x.permute(0, 2, 1)\n        z = y.contiguous()\n"
+        "        return x.transpose(0, 1).contiguous(), z, x.T.contiguous()\n", "float32"),
+    "device_probe_at_import": (
+        "import torch\ntry:\n    DEVICE = torch.device('cuda')\n    torch.empty(1, device=DEVICE)\nexcept RuntimeError:\n"
+        "    DEVICE = torch.device('cpu')\n", "float32"),
+    "build_retried_with_other_flags": (
+        "from torch.utils.cpp_extension import load_inline\ntry:\n"
+        "    ext = load_inline(name='fast', cpp_sources='', functions=['f'], extra_cuda_cflags=['--use_fast_math'])\n"
+        "except Exception:\n    ext = load_inline(name='plain', cpp_sources='', functions=['f'])\n", "float32"),
+    "failed_build_fails_loudly": (
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\ntry:\n"
+        "    ext = load_inline(name='k', cpp_sources='', functions=['f'])\nexcept Exception as exc:\n"
+        "    raise RuntimeError('build failed') from exc\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return ext.f(x)\n", "float32"),
+    "lazy_build_is_not_a_fallback": (
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n_ext = None\n"
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        global _ext\n        if _ext is None:\n"
+        "            _ext = load_inline(name='k', cpp_sources='', functions=['f'])\n        return _ext.f(x)\n", "float32"),
     "triton_launch": ("import torch, triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, n, B: tl.constexpr):\n"
                       "    o = tl.program_id(0) * B + tl.arange(0, B)\n    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n), mask=o < n)\n"
                       "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        out = x.clone()\n"
@@ -400,12 +806,18 @@ def test_honest_pattern_is_clean(case):
 def test_finding_record():
     findings = scan_candidate("import torch\ntorch.allclose = None\n")
     assert findings == [Finding(flag="monkey_patch", line=2, reason=findings[0].reason)]
+    assert findings[0].decisive and not findings[0].conditional and not findings[0].note
+    assert findings[0].fallback_lines == ()
     assert dataclasses.is_dataclass(Finding)
     with pytest.raises(dataclasses.FrozenInstanceError):
         findings[0].line = 3  # type: ignore[misc]
     for code, _ in POSITIVE.values():
         for finding in scan_candidate(code):
             assert finding.flag in FLAG_VALUES and isinstance(finding.line, int) and finding.reason
+    for case in CONDITIONAL:
+        for finding in scan_candidate(_source(case)):
+            assert finding.conditional is bool(finding.fallback_lines), finding
+            assert all(isinstance(a, int) and isinstance(b, int) and 0 < a <= b for a, b in finding.fallback_lines)
 
 
 def test_precision_rules_follow_the_problem_dtype():

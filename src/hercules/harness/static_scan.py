@@ -11,6 +11,18 @@ The rules are written to be precise rather than broad: an honest kernel (PyTorch
 cached by shape) gets no finding. The dynamic checks in the worker remain the judge of behaviour;
 this is evidence from the text, and it sees what a CPU-only run cannot (e.g. a side stream).
 
+Three kinds of finding. Most are flags. A fallback that is honest while the kernel works (a build
+caught by try/except, a branch taken when the built module is None, an except handler on the forward
+path) is *conditional*: it carries the candidate's own lines of the fallback (``fallback_lines``), and
+is a flag only if one of them runs (``lines_executed`` over the lines an ``integrity.ExecutedLines``
+tracer recorded). Each of those lines runs only when the fallback is taken, from the import on: a
+caught build's handler runs at import when the build fails, a missing-module branch or a forward
+handler when a call falls back. So tracing the forward calls is enough for fallbacks taken per call,
+and tracing the import and construction as well also sees a failed build whose fallback is chosen
+once (``self.fn = ext.f if ext else torch.relu``) or shares a line with the kernel call. A
+process-local setting that leaves the arithmetic alone (``cudnn.benchmark``,
+``torch.set_num_threads``) is a *note*: reported, never a flag.
+
 Never raises: a syntax error gives no findings (the build reports it), and any internal failure
 returns what was found until then.
 """
@@ -30,6 +42,24 @@ class Finding:
     flag: str  # a Flag value
     line: int
     reason: str
+    # A fallback that is honest as long as it never runs: a flag only if one of ``fallback_lines``
+    # (inclusive ranges of the candidate's source lines, each run only when the fallback is taken)
+    # executes, at import, construction or in a forward call.
+    conditional: bool = False
+    fallback_lines: tuple[tuple[int, int], ...] = ()
+    # Reported for the record and never a flag (a setting that does not change the arithmetic).
+    note: bool = False
+
+    @property
+    def decisive(self) -> bool:
+        """A flag by itself: neither conditional on execution nor a note."""
+        return not self.conditional and not self.note
+
+
+def lines_executed(fallback_lines: Iterable[tuple[int, int]], executed: set[int]) -> bool:
+    """Whether any line of the inclusive ranges ``fallback_lines`` is in ``executed``."""
+    ranges = tuple(fallback_lines)
+    return any(start <= line <= end for line in executed for start, end in ranges)
 
 
 def scan_candidate(code: str, problem_dtype: str = "float32") -> list[Finding]:
@@ -95,6 +125,23 @@ _GLOBAL_CALLS = {
 _GLOBAL_CALL_EXEMPT = {
     "torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled",
     "torch.set_printoptions", "torch.set_warn_always",
+}
+
+# Process-local settings that only choose among implementations of the same arithmetic, or how many
+# host threads run it: noted, never flagged. The reference and the baselines run in another process,
+# so these change nothing but the candidate's own speed. Left flagged on purpose: TF32 and
+# reduced-precision switches, matmul precision, default dtype/device, flush-denormal and the
+# determinism switches (they change the numbers the candidate produces, or how repeatable they are).
+_NEUTRAL_ATTRS = {
+    "torch.backends.cudnn.benchmark", "torch.backends.cudnn.benchmark_limit", "torch.backends.cudnn.enabled",
+    "torch.backends.mkldnn.enabled", "torch.backends.opt_einsum.enabled", "torch.backends.opt_einsum.strategy",
+    "torch.backends.cuda.cufft_plan_cache.max_size",
+}
+_NEUTRAL_CALLS = {
+    "torch.set_num_threads", "torch.set_num_interop_threads",
+    "torch.backends.cuda.enable_flash_sdp", "torch.backends.cuda.enable_mem_efficient_sdp",
+    "torch.backends.cuda.enable_math_sdp", "torch.backends.cuda.enable_cudnn_sdp",
+    "torch.backends.cuda.preferred_linalg_library", "torch.backends.cuda.preferred_blas_library",
 }
 
 _SUBCLASS_BASES = {
@@ -210,7 +257,113 @@ _CPP_STATIC_MAP = _rx(r"\bstatic\s+(?:thread_local\s+)?(?:std::)?(?:unordered_)?
 _CPP_PTR_COMPARE = _rx(r"data_ptr\s*(?:<[^>]*>)?\s*\(\s*\)\s*[!=]=|[!=]=\s*[\w.>\-]*data_ptr")
 
 
+# ---- the fallback analysis's values ---------------------------------------------------------------
+
+_Key = tuple[str, str]  # ("name", id) or ("attr", attribute of self / cls / an own class)
+
+
+class _Marker:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_UNKNOWN = _Marker("unknown")
+_TRUTHY = _Marker("truthy")  # only the truth of the value is known
+_FALSY = _Marker("falsy")
+_MARKERS = (_UNKNOWN, _TRUTHY, _FALSY)
+
+
+@dataclass
+class _Site:
+    """One place a kernel is built, with what its keys hold when the build failed; not frozen, as
+    its fallback lines are collected as the branches that use its keys are found."""
+    node: ast.AST
+    reason: str
+    lines: list[tuple[int, int]]
+    keys: dict[_Key, tuple[object, frozenset[int]]]
+    report_empty: bool  # reported even without a fallback line found (a caught build always is)
+
+
+def _truth(value: object) -> bool | None:
+    if value is _TRUTHY:
+        return True
+    if value is _FALSY:
+        return False
+    if value is _UNKNOWN:
+        return None
+    try:
+        return bool(value)
+    except Exception:
+        return None
+
+
+def _agree(values: list[object]) -> object:
+    """The value all of ``values`` share, else their shared truth (_TRUTHY/_FALSY), else _UNKNOWN."""
+    if not values or any(v is _UNKNOWN for v in values):
+        return _UNKNOWN
+    first = values[0]
+    if all(type(v) is type(first) and (v is first or (first not in _MARKERS and v == first)) for v in values):
+        return first
+    truths = {_truth(v) for v in values}
+    if truths == {True}:
+        return _TRUTHY
+    if truths == {False}:
+        return _FALSY
+    return _UNKNOWN
+
+
+def _span(stmts: list[ast.stmt]) -> tuple[int, int]:
+    first = min([stmts[0].lineno] + [d.lineno for d in getattr(stmts[0], "decorator_list", [])])
+    return first, max(getattr(s, "end_lineno", None) or s.lineno for s in stmts)
+
+
+def _runs(lines: list[int]) -> list[tuple[int, int]]:
+    """Sorted line numbers as inclusive ranges of consecutive lines."""
+    runs: list[tuple[int, int]] = []
+    for line in lines:
+        if runs and line == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], line)
+        else:
+            runs.append((line, line))
+    return runs
+
+
+def _terminates(stmts: list[ast.stmt]) -> bool:
+    """Whether a block always leaves through return or raise (so what follows it is its else)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    return isinstance(last, ast.If) and _terminates(last.body) and _terminates(last.orelse)
+
+
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+             ast.AsyncFunctionDef, ast.ClassDef) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + (
+             (ast.Match,) if hasattr(ast, "Match") else ())
+_LAZY = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _unconditional(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """Nodes of a simple statement that are evaluated whenever it runs (not those inside a
+    conditional expression, a short-circuit operator, a lambda or a comprehension)."""
+    stack: list[ast.AST] = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _LAZY):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
 # ---- the scanner --------------------------------------------------------------------------------
+
+def _weight(finding: Finding) -> int:
+    return 2 if finding.decisive else 1 if finding.conditional else 0
+
 
 def _norm_dtype(name: str) -> str:
     text = str(name or "float32").strip().lower().replace("torch.", "")
@@ -312,12 +465,14 @@ class _Scanner:
         self.side_streams: list[tuple[ast.AST, str]] = []
 
     # ---- bookkeeping ---------------------------------------------------------------------------
-    def add(self, flag: Flag, where: ast.AST | int, reason: str) -> None:
+    def add(self, flag: Flag, where: ast.AST | int, reason: str, *, conditional: bool = False,
+            fallback_lines: Iterable[tuple[int, int]] = (), note: bool = False) -> None:
         line = where if isinstance(where, int) else getattr(where, "lineno", 0)
         line += self.offset
         key = (flag.value, line)
-        if key not in self.found:
-            self.found[key] = Finding(flag.value, line, reason)
+        finding = Finding(flag.value, line, reason, conditional, tuple(sorted(set(fallback_lines))), note)
+        if key not in self.found or _weight(finding) > _weight(self.found[key]):
+            self.found[key] = finding  # on one line, a flag outranks a conditional, which outranks a note
 
     def results(self) -> list[Finding]:
         return sorted(self.found.values(), key=lambda f: (f.line, f.flag))
@@ -373,10 +528,7 @@ class _Scanner:
         if not self._graph_capture_idiom():
             for node, reason in self.side_streams:
                 self.add(Flag.SIDE_STREAM, node, reason)
-        for fns in self.functions.values():
-            for fn in fns:
-                self._try_statements(fn.body, fn)
-        self._try_statements(self.tree.body, None)
+        self._fallbacks()
         self._function_analyses()
         self._strings()
 
@@ -590,7 +742,10 @@ class _Scanner:
         last = func.split(".")[-1]
 
         # global settings
-        if func.startswith("torch.") and func not in _GLOBAL_CALL_EXEMPT and func not in _SIDE_STREAM_NAMES and (
+        if func in _NEUTRAL_CALLS:
+            self.add(Flag.GLOBAL_STATE, node, f"calls {func}: a process-local setting that leaves the arithmetic alone",
+                     note=True)
+        elif func.startswith("torch.") and func not in _GLOBAL_CALL_EXEMPT and func not in _SIDE_STREAM_NAMES and (
                 func in _GLOBAL_CALLS or last.startswith(("set_", "_set_", "_jit_set_"))
                 or (func.startswith("torch.backends.") and last.startswith(("enable_", "allow_", "preferred_")))):
             self.add(Flag.GLOBAL_STATE, node, f"calls {func}: changes a process-wide setting")
@@ -669,7 +824,9 @@ class _Scanner:
         except (Exception, RecursionError):
             pass
         for finding in inner.results():
-            self.add(Flag(finding.flag), call, f"in exec'd source: {finding.reason}")
+            # Lines of exec'd source belong to "<string>", not to the candidate's file, so a tracer
+            # of that file never sees them run: a fallback hidden there is a flag outright.
+            self.add(Flag(finding.flag), call, f"in exec'd source: {finding.reason}", note=finding.note)
 
     def _autocast(self, node: ast.Call, func: str) -> None:
         enabled = _kw(node, "enabled")
@@ -766,6 +923,10 @@ class _Scanner:
         if full.startswith("sys.modules"):
             self.add(Flag.PROBLEM_EDIT, node, f"writes {full}")
             return
+        if full in _NEUTRAL_ATTRS:
+            self.add(Flag.GLOBAL_STATE, node, f"sets {full}: a process-local setting that leaves the arithmetic alone",
+                     note=True)
+            return
         if full.startswith("torch.backends.") or (root in ("torch", "triton") and (
                 ".config." in full or full.startswith("triton.knobs."))) or full.startswith("torch._C._"):
             self.add(Flag.GLOBAL_STATE, node, f"sets {full}: a process-wide setting")
@@ -840,34 +1001,437 @@ class _Scanner:
             if self.wide:
                 self.add(Flag.PRECISION_DOWNCAST, node, f"sets {key}: TF32 math")
 
-    # ---- try / except --------------------------------------------------------------------------
-    def _try_statements(self, body: list[ast.stmt], fn: ast.AST | None) -> None:
-        for stmt, _ in _statements(body):
-            if isinstance(stmt, ast.Try) or (hasattr(ast, "TryStar") and isinstance(stmt, ast.TryStar)):
-                self._try(stmt, fn)
+    # ---- try / except and fallbacks ------------------------------------------------------------
+    # A fallback is honest while the kernel works, so most are reported as conditional findings
+    # that carry the lines of the fallback; what decides is whether those lines run. Three shapes:
+    # a kernel build caught by try/except; a branch taken when the built module is missing (None,
+    # False, a flag the handler set); an except handler on the forward path that computes the result
+    # another way. Only lines that run when the fallback is taken are listed: a try at import or in
+    # __init__ that builds nothing (a device probe) replaces no kernel and is no finding. Kept as
+    # flags outright: a handler that runs on every call (its try body uses a module that is only
+    # ever None), and fallbacks in exec'd source or in C++ (no line of the file to trace).
 
-    def _try(self, node: ast.Try, fn: ast.AST | None) -> None:
-        if not node.handlers:
+    def _fallbacks(self) -> None:
+        builders = self._builder_functions()
+        bindings = self._bindings()
+        sites: list[_Site] = []
+        state: dict[_Key, tuple[object, frozenset[int]]] = {}
+        in_build_tries: set[ast.AST] = set()
+        none_only = self._none_only_keys(bindings)
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
+                site = self._try(node, builders, none_only, len(sites))
+                if site is not None:
+                    sites.append(site)
+                    state.update(site.keys)
+                    in_build_tries.update(_walk_body(node.body))
+        for node in ast.walk(self.tree):
+            # A kernel built outside try/except, where the module may also be a constant (built only
+            # on some paths): its missing-module branches are fallbacks as well.
+            if isinstance(node, ast.Assign) and node not in in_build_tries and self._has_build(node.value, builders):
+                keys = {}
+                for target in node.targets:
+                    key = self._key(target)
+                    value = self._agreed_constant(bindings.get(key, []), skip=node.value) if key else _UNKNOWN
+                    if key and key not in state and value is not _UNKNOWN:
+                        keys[key] = (value, frozenset({len(sites)}))
+                if keys:
+                    sites.append(_Site(node, "a kernel that is built only on some paths", [], keys, report_empty=False))
+                    state.update(keys)
+        if not sites:
             return
+        self._propagate(state, bindings)
+        for block in self._blocks():
+            for index, stmt in enumerate(block):
+                if isinstance(stmt, ast.If):
+                    self._missing_module_branch(stmt, block[index + 1:], state, builders, sites)
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.IfExp):
+                self._missing_module_expression(node, state, builders, sites)
+        for site in sites:
+            if site.lines or site.report_empty:
+                self.add(Flag.REFERENCE_FALLBACK, site.node, f"{site.reason}: a flag if its fallback runs",
+                         conditional=True, fallback_lines=site.lines)
+
+    def _try(self, node: ast.Try, builders: set[str], none_only: set[_Key], index: int) -> _Site | None:
+        if not node.handlers:
+            return None
         body_nodes = list(_walk_body(node.body))
         if not any(isinstance(n, ast.Call) for n in body_nodes):
-            return
+            return None
+        if any(self._has_build(n, builders) for n in body_nodes if isinstance(n, ast.Call)):
+            # Even when only ImportError is caught: a built module that fails to load raises it.
+            return self._build_try(node, builders, index)
         has_import = any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in body_nodes)
         if has_import and all(self._import_error_only(h) for h in node.handlers):
-            return
-        builds = any(isinstance(n, ast.Call) and (self.qual(n.func) or "").endswith(_BUILD_CALLS) for n in body_nodes)
+            return None
+        fn = self._enclosing_function(node)
+        always = self._always_raises(node.body, none_only)
         for handler in node.handlers:
-            if handler.body and isinstance(handler.body[-1], ast.Raise) and not any(
-                    isinstance(n, ast.Return) for n in _walk_body(handler.body)):
+            if self._reraises(handler):
                 continue
+            if fn is None or fn not in self._forward_reachable():
+                continue  # set-up at import or construction (a device probe, say): no kernel to replace
             if self._computes(handler.body):
-                self.add(Flag.REFERENCE_FALLBACK, handler,
-                         "except handler computes the result another way (a fallback to PyTorch)")
-            elif builds:
-                self.add(Flag.REFERENCE_FALLBACK, handler,
-                         "a failed kernel build is caught and hidden (the candidate can run a fallback)")
+                if always and self._catches(handler, ("AttributeError", "TypeError")):
+                    self.add(Flag.REFERENCE_FALLBACK, handler,
+                             f"the try body uses {always}, which is only ever None: the except handler's "
+                             "fallback runs on every call")
+                else:
+                    self.add(Flag.REFERENCE_FALLBACK, handler,
+                             "except handler computes the result another way: a flag if it runs",
+                             conditional=True, fallback_lines=[_span(handler.body)])
             elif fn is not None and self._is_output_function(fn):
                 self.add(Flag.SWALLOWED_EXCEPTION, handler, "exception caught and ignored on the forward path")
+        return None
+
+    def _build_try(self, node: ast.Try, builders: set[str], index: int) -> _Site | None:
+        """A kernel build caught by try/except: the handler body and, found later, the branches taken
+        when the module is missing are the fallback."""
+        handlers = [h for h in node.handlers if not self._reraises(h)
+                    and not any(self._has_build(n, builders) for n in _walk_body(h.body) if isinstance(n, ast.Call))]
+        if not handlers:
+            return None  # re-raised, or retried as another build: no fallback to the reference
+        failed: dict[_Key, object] = {}
+        for handler in handlers:
+            for sub in _walk_body(handler.body):
+                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Constant):
+                    for target in sub.targets:
+                        key = self._key(target)
+                        if key:
+                            failed[key] = sub.value.value
+        bindings = self._bindings()
+        for sub in _walk_body(node.body):
+            if isinstance(sub, ast.Assign) and self._has_build(sub.value, builders):
+                for target in sub.targets:
+                    key = self._key(target)
+                    if key and key not in failed:
+                        # Not reset by the handler: the value it had before the build.
+                        failed[key] = self._agreed_constant(bindings.get(key, []), skip=sub.value)
+        keys = {k: (v, frozenset({index})) for k, v in failed.items() if v is not _UNKNOWN}
+        return _Site(handlers[0], "a failed kernel build is caught", [_span(h.body) for h in handlers], keys,
+                     report_empty=True)
+
+    def _missing_module_branch(self, stmt: ast.If, rest: list[ast.stmt], state: dict, builders: set[str],
+                               sites: list[_Site]) -> None:
+        value, origin = self._eval(stmt.test, state)
+        truth = _truth(value)
+        if not origin or truth is None:
+            return
+        if truth:
+            branch = stmt.body
+        elif stmt.orelse:
+            branch = stmt.orelse
+        elif _terminates(stmt.body):
+            branch = rest  # if <module works>: return <kernel>  /  <fallback>
+        else:
+            return
+        if not branch or self._builds_or_sets(branch, state, builders):
+            return  # a lazy build or a state update, not a fallback
+        if branch[-1:] and isinstance(branch[-1], ast.Raise) and not any(
+                isinstance(n, ast.Return) for n in _walk_body(branch)):
+            return  # fails loudly instead of falling back
+        for i in origin:
+            sites[i].lines.append(_span(branch))
+
+    def _missing_module_expression(self, node: ast.IfExp, state: dict, builders: set[str],
+                                   sites: list[_Site]) -> None:
+        value, origin = self._eval(node.test, state)
+        truth = _truth(value)
+        if not origin or truth is None:
+            return
+        part = node.body if truth else node.orelse
+        if self._has_build(part, builders):
+            return
+        stmt = self.parents.get(node)
+        while stmt is not None and not isinstance(stmt, ast.stmt):
+            stmt = self.parents.get(stmt)
+        inside = set(ast.walk(part))
+        own = {n.lineno for n in inside if hasattr(n, "lineno")}
+        shared = {n.lineno for n in ast.walk(stmt if stmt is not None else node)
+                  if hasattr(n, "lineno") and n not in inside and not isinstance(n, ast.stmt)}
+        if stmt is not None:
+            shared.add(stmt.lineno)
+        # Only the lines nothing else of the statement runs on tell the fallback apart from the kernel.
+        for run in _runs(sorted(own - shared)):
+            for i in origin:
+                sites[i].lines.append(run)
+
+    def _builds_or_sets(self, stmts: list[ast.stmt], state: dict, builders: set[str]) -> bool:
+        for sub in _walk_body(stmts):
+            if isinstance(sub, ast.Call) and self._has_build(sub, builders):
+                return True
+            if isinstance(sub, (ast.Name, ast.Attribute)) and isinstance(sub.ctx, ast.Store) \
+                    and self._key(sub) in state:
+                return True
+        return False
+
+    # the missing-module state: what each key holds when the build failed, and which sites it came from
+    def _propagate(self, state: dict, bindings: dict) -> None:
+        """Keys assigned from the state (use_kernel = ext is not None, ext = load_ext()) join it when
+        every binding of the key agrees on the value."""
+        primary = set(state)
+        for _ in range(4):
+            changed = False
+            for key, values in bindings.items():
+                if key in primary or not values or any(v is None for v in values):
+                    continue
+                results = [self._eval(v, state) for v in values]
+                origin = frozenset().union(*(o for _, o in results))
+                agreed = _agree([v for v, _ in results])
+                if origin and agreed is not _UNKNOWN and state.get(key) != (agreed, origin):
+                    state[key] = (agreed, origin)
+                    changed = True
+            if not changed:
+                return
+
+    def _eval(self, node: ast.AST | None, state: dict, depth: int = 0) -> tuple[object, frozenset[int]]:
+        """The value of an expression when the build failed: a constant, _TRUTHY / _FALSY when only
+        its truth is known, or _UNKNOWN; with the sites it depends on."""
+        none: frozenset[int] = frozenset()
+        if node is None or depth > 6:
+            return _UNKNOWN, none
+        if isinstance(node, ast.Constant):
+            return node.value, none
+        key = self._key(node)
+        if key is not None and key in state:
+            return state[key]
+        if isinstance(node, ast.NamedExpr):
+            return self._eval(node.value, state, depth + 1)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            value, origin = self._eval(node.operand, state, depth + 1)
+            truth = _truth(value)
+            return (_UNKNOWN if truth is None else not truth), origin
+        if isinstance(node, ast.BoolOp):
+            return self._eval_boolop(node, state, depth)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, lo = self._eval(node.left, state, depth + 1)
+            right, ro = self._eval(node.comparators[0], state, depth + 1)
+            origin = lo | ro
+            if isinstance(node.ops[0], (ast.Is, ast.IsNot)) and (
+                    (left is _TRUTHY and right is None) or (left is None and right is _TRUTHY)):
+                return isinstance(node.ops[0], ast.IsNot), origin  # a truthy value is not None
+            if any(v in _MARKERS for v in (left, right)):
+                return _UNKNOWN, origin
+            op = node.ops[0]
+            try:
+                if isinstance(op, ast.Is):
+                    return left is right, origin
+                if isinstance(op, ast.IsNot):
+                    return left is not right, origin
+                if isinstance(op, ast.Eq):
+                    return left == right, origin
+                if isinstance(op, ast.NotEq):
+                    return left != right, origin
+            except Exception:
+                pass
+            return _UNKNOWN, origin
+        if isinstance(node, ast.IfExp):
+            test, origin = self._eval(node.test, state, depth + 1)
+            truth = _truth(test)
+            if truth is not None:
+                value, more = self._eval(node.body if truth else node.orelse, state, depth + 1)
+                return value, origin | more
+            (a, ao), (b, bo) = self._eval(node.body, state, depth + 1), self._eval(node.orelse, state, depth + 1)
+            return _agree([a, b]), origin | ao | bo
+        if isinstance(node, ast.Call):
+            return self._eval_call(node, state, depth)
+        return _UNKNOWN, none
+
+    def _eval_boolop(self, node: ast.BoolOp, state: dict, depth: int) -> tuple[object, frozenset[int]]:
+        results = [self._eval(v, state, depth + 1) for v in node.values]
+        origin = frozenset().union(*(o for _, o in results))
+        stop = not isinstance(node.op, ast.And)  # `and` stops at the first falsy operand, `or` at a truthy one
+        exact = True
+        for value, _ in results:
+            truth = _truth(value)
+            if truth is None:
+                exact = False
+            elif truth == stop:
+                return (value if exact else (_TRUTHY if stop else _FALSY)), origin
+        return (results[-1][0] if exact else _UNKNOWN), origin
+
+    def _eval_call(self, node: ast.Call, state: dict, depth: int) -> tuple[object, frozenset[int]]:
+        none: frozenset[int] = frozenset()
+        if self.builtin(node.func, "bool") and len(node.args) == 1:
+            value, origin = self._eval(node.args[0], state, depth + 1)
+            truth = _truth(value)
+            return (_UNKNOWN if truth is None else truth), origin
+        if (self.builtin(node.func, "hasattr") or self.builtin(node.func, "callable")) and node.args:
+            value, origin = self._eval(node.args[0], state, depth + 1)
+            return (False if value is None or value is False else _UNKNOWN), origin
+        name = node.func.id if isinstance(node.func, ast.Name) else (
+            node.func.attr if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in ("self", "cls") else None)
+        fns = self.functions.get(name or "", [])
+        if len(fns) != 1 or name in self.class_names:
+            return _UNKNOWN, none
+        fn = fns[0]
+        values, origin = [], none
+        for sub in _walk_body(fn.body):
+            if isinstance(sub, ast.Return):
+                value, more = self._eval(sub.value, state, depth + 1) if sub.value is not None else (None, none)
+                values.append(value)
+                origin |= more
+        if not fn.body or not _terminates(fn.body):
+            values.append(None)  # falls off the end
+        return _agree(values), origin
+
+    # ---- helpers of the fallback analysis ------------------------------------------------------
+    def _key(self, node: ast.AST | None) -> _Key | None:
+        """What a name or an attribute of self/cls/an own class refers to, across the file."""
+        if isinstance(node, ast.Name):
+            return ("name", node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id in ("self", "cls") or node.value.id in self.class_names):
+            return ("attr", node.attr)
+        return None
+
+    def _bindings(self) -> dict[_Key, list[ast.AST | None]]:
+        """Every value each key is bound to in the file; None for a binding whose value is unknown
+        (a parameter, a loop or with target, an unpacking, an augmented assignment ...)."""
+        cached = getattr(self, "_bindings_cache", None)
+        if cached is not None:
+            return cached
+        found: dict[_Key, list[ast.AST | None]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                key = ("name", node.id) if isinstance(node, ast.Name) else ("attr", node.attr)
+                parent = self.parents.get(node)
+                value = None
+                if isinstance(parent, ast.Assign) and node in parent.targets:
+                    value = parent.value
+                elif isinstance(parent, (ast.AnnAssign, ast.NamedExpr)) and parent.target is node:
+                    value = parent.value
+                found.setdefault(key, []).append(value)
+            elif isinstance(node, ast.arg):
+                found.setdefault(("name", node.arg), []).append(None)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.setdefault(("name", node.name), []).append(None)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    found.setdefault(("name", (alias.asname or alias.name).split(".")[0]), []).append(None)
+            elif isinstance(node, ast.Call) and any(self.builtin(node.func, b) for b in ("setattr", "delattr")):
+                name = _const_str(node.args[1]) if len(node.args) > 1 else None
+                if name:
+                    found.setdefault(("attr", name), []).append(None)
+        self._bindings_cache = found
+        return found
+
+    def _agreed_constant(self, values: list[ast.AST | None], skip: ast.AST | None = None) -> object:
+        """The one constant every other binding of a key assigns, or _UNKNOWN."""
+        constants = []
+        for value in values:
+            if value is skip:
+                continue
+            if not isinstance(value, ast.Constant):
+                return _UNKNOWN
+            constants.append(value.value)
+        return _agree(constants) if constants else _UNKNOWN
+
+    def _none_only_keys(self, bindings: dict[_Key, list[ast.AST | None]]) -> set[_Key]:
+        """Keys that every binding in the file sets to None (a module that was never built)."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and any(self.builtin(node.func, b)
+                                                  for b in ("globals", "vars", "exec", "eval")):
+                return set()  # bindings made by name cannot be seen
+            if isinstance(node, ast.Call) and self.builtin(node.func, "setattr") and not (
+                    len(node.args) > 1 and _const_str(node.args[1])):
+                return set()
+        return {key for key, values in bindings.items()
+                if values and all(isinstance(v, ast.Constant) and v.value is None for v in values)}
+
+    def _always_raises(self, body: list[ast.stmt], none_only: set[_Key]) -> str | None:
+        """The None-only name the try body dereferences unconditionally before anything else returns."""
+        for stmt in body:
+            if isinstance(stmt, _COMPOUND):
+                return None
+            for node in _unconditional(stmt):
+                target = node.value if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) else (
+                    node.func if isinstance(node, ast.Call) else None)
+                key = self._key(target)
+                if key in none_only:
+                    return ast.unparse(target) if hasattr(ast, "unparse") else key[1]
+            if isinstance(stmt, (ast.Return, ast.Raise)):
+                return None
+        return None
+
+    @staticmethod
+    def _catches(handler: ast.ExceptHandler, names: tuple[str, ...]) -> bool:
+        if handler.type is None:
+            return True
+        kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        return any(isinstance(k, ast.Name) and k.id in {"Exception", "BaseException", *names} for k in kinds)
+
+    @staticmethod
+    def _reraises(handler: ast.ExceptHandler) -> bool:
+        return bool(handler.body) and isinstance(handler.body[-1], ast.Raise) and not any(
+            isinstance(n, ast.Return) for n in _walk_body(handler.body))
+
+    def _builder_functions(self) -> set[str]:
+        """Functions of the file that build a kernel, directly or through another such function."""
+        builders: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, fns in self.functions.items():
+                if name in builders:
+                    continue
+                if any(isinstance(n, ast.Call) and self._has_build(n, builders)
+                       for fn in fns for n in _walk_body(fn.body)):
+                    builders.add(name)
+                    changed = True
+        return builders
+
+    def _has_build(self, node: ast.AST, builders: set[str]) -> bool:
+        """Whether an expression calls a kernel build (load_inline, cpp_extension.load, a builder)."""
+        for sub in _walk_local(node):
+            if not isinstance(sub, ast.Call):
+                continue
+            if (self.qual(sub.func) or "").endswith(_BUILD_CALLS):
+                return True
+            name = sub.func.id if isinstance(sub.func, ast.Name) else (
+                sub.func.attr if isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name)
+                and sub.func.value.id in ("self", "cls") else None)
+            if name in builders:
+                return True
+        return False
+
+    def _forward_reachable(self) -> set[ast.AST]:
+        """Functions a forward call may run: every forward / __call__ and, transitively, the
+        functions and methods of the file they call by name (a name matches each def of it)."""
+        cached = getattr(self, "_reachable_cache", None)
+        if cached is not None:
+            return cached
+        reached: set[ast.AST] = set()
+        queue = [fn for cls, fn in self._methods() if cls is not None and fn.name in ("forward", "__call__")]
+        while queue:
+            fn = queue.pop()
+            if fn in reached:
+                continue
+            reached.add(fn)
+            for sub in _walk_body(fn.body):
+                if isinstance(sub, ast.Call):
+                    name = sub.func.id if isinstance(sub.func, ast.Name) else (
+                        sub.func.attr if isinstance(sub.func, ast.Attribute) else None)
+                    queue.extend(self.functions.get(name or "", []))
+                    if isinstance(sub.func, ast.Attribute) and sub.func.attr == "apply":
+                        queue.extend(self.functions.get("forward", []))  # torch.autograd.Function
+        self._reachable_cache = reached
+        return reached
+
+    def _enclosing_function(self, node: ast.AST) -> ast.AST | None:
+        current = self.parents.get(node)
+        while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            current = self.parents.get(current)
+        return current
+
+    def _blocks(self) -> Iterator[list[ast.stmt]]:
+        for node in ast.walk(self.tree):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                    yield block
 
     def _import_error_only(self, handler: ast.ExceptHandler) -> bool:
         kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
@@ -948,6 +1512,7 @@ class _Scanner:
 
     def _function_analyses(self) -> None:
         cached_functions = self._cached_functions()
+        entry = self._entry_classes()
         for cls, fn in self._methods():
             output = self._is_output_function(fn)
             if output:
@@ -961,8 +1526,8 @@ class _Scanner:
                             expr = item.context_expr
                             if isinstance(expr, ast.Call) and self.qual(expr.func) == "contextlib.suppress":
                                 self.add(Flag.SWALLOWED_EXCEPTION, node, "contextlib.suppress on the forward path")
-            if cls is not None and fn.name == "forward":
-                self._aliasing(fn)
+            if cls is not None and fn.name == "forward" and cls.name in entry:
+                self._aliasing(fn, cls)
 
     def _cached_functions(self) -> set[str]:
         names: set[str] = set()
@@ -1134,83 +1699,239 @@ class _Scanner:
                         break
 
     # static aliasing / mutation of the forward inputs
-    def _aliasing(self, fn: ast.AST) -> None:
+    # Only the candidate's own inputs matter: a submodule handed an intermediate may return a view
+    # of it or update it in place (ShuffleNet's channel shuffle, a residual `x += identity`). So the
+    # rule starts at ModelNew's forward and follows the inputs into the file's own functions,
+    # methods and submodules through summaries of what each returns and modifies.
+    def _entry_classes(self) -> set[str]:
+        """ModelNew and the classes of the file it derives from; every class when there is no
+        ModelNew (a fragment, whose entry cannot be told)."""
+        classes = self._class_defs()
+        if "ModelNew" not in classes:
+            return set(classes)
+        entry: set[str] = set()
+        queue = ["ModelNew"]
+        while queue:
+            name = queue.pop()
+            if name in entry or name not in classes:
+                continue
+            entry.add(name)
+            queue.extend(b.id for b in classes[name].bases if isinstance(b, ast.Name))
+        return entry
+
+    def _class_defs(self) -> dict[str, ast.ClassDef]:
+        cached = getattr(self, "_class_cache", None)
+        if cached is None:
+            cached = self._class_cache = {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+        return cached
+
+    def _aliasing(self, fn: ast.AST, cls: ast.ClassDef) -> None:
+        self._alias_flow(fn, cls.name, bound=True, report=True, depth=0)
+
+    def _alias_flow(self, fn: ast.AST, owner: str | None, bound: bool, report: bool, depth: int) -> _AliasSummary:
+        """Which parameters ``fn`` may return (or a view of) and which it modifies in place; with
+        ``report``, each return of an input and each modification is a finding."""
         args = fn.args
-        params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
-        alias = set(params[1:])
+        positional = [a.arg for a in args.posonlyargs + args.args]
+        params = positional[1:] if bound else positional
+        alias: dict[str, frozenset[str]] = {p: frozenset({p}) for p in params + [a.arg for a in args.kwonlyargs]}
+        relaid: set[str] = set()  # names holding a transposed / permuted / expanded view
         tensorish = {n.value.id for n in _walk_body(fn.body)
                      if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        returned: set[str] = set()
+        mutated: set[str] = set()
 
-        def is_alias(e: ast.AST | None) -> bool:
+        def relayout(e: ast.AST | None) -> bool:
             if isinstance(e, ast.Name):
-                return e.id in alias
+                return e.id in relaid
             if isinstance(e, ast.Attribute):
-                return e.attr in _VIEW_ATTRS and is_alias(e.value)
-            if isinstance(e, ast.Subscript):
-                return _basic_index(e.slice) and is_alias(e.value)
+                return e.attr in _RELAYOUT_ATTRS
             if isinstance(e, ast.Call):
-                if isinstance(e.func, ast.Attribute):
-                    name = e.func.attr
-                    if name in _VIEW_METHODS or (name.endswith("_") and not name.startswith("_")
-                                                 and name not in _SAFE_INPLACE):
-                        return is_alias(e.func.value)
-                func = self.qual(e.func) or ""
-                if func in _VIEW_FUNCS and e.args:
-                    return is_alias(e.args[0])
+                if isinstance(e.func, ast.Attribute) and e.func.attr in _RELAYOUT_METHODS:
+                    return True
+                return (self.qual(e.func) or "") in _RELAYOUT_FUNCS
             return False
+
+        def origins(e: ast.AST | None) -> frozenset[str]:
+            if isinstance(e, ast.Name):
+                return alias.get(e.id, frozenset())
+            if isinstance(e, ast.Attribute):
+                return origins(e.value) if e.attr in _VIEW_ATTRS else frozenset()
+            if isinstance(e, ast.Subscript):
+                return origins(e.value) if _basic_index(e.slice) else frozenset()
+            if not isinstance(e, ast.Call):
+                return frozenset()
+            if isinstance(e.func, ast.Attribute):
+                name = e.func.attr
+                if name == "contiguous" and relayout(e.func.value):
+                    # A transposed or expanded view is not contiguous, so .contiguous() copies it
+                    # (bar degenerate shapes, which the dynamic check sees).
+                    return frozenset()
+                if name in _VIEW_METHODS or _inplace_name(name):
+                    return origins(e.func.value)
+            func = self.qual(e.func) or ""
+            if func in _VIEW_FUNCS and e.args:
+                return origins(e.args[0])
+            callee = self._callee(e, owner, depth)
+            if callee is None:
+                return frozenset()
+            return frozenset().union(*(origins(a) for a, p in _bind_args(e, callee.params) if p in callee.returned))
+
+        def modified(node: ast.AST, what: frozenset[str], reason: str) -> None:
+            if what:
+                mutated.update(what)
+                if report:
+                    self.add(Flag.INPUT_MUTATED, node, reason)
 
         for stmt, nodes in _statements(fn.body):
             for node in nodes:
                 if isinstance(node, ast.Call):
-                    self._mutation_call(node, is_alias)
+                    self._mutation_call(node, origins, modified)
+                    callee = self._callee(node, owner, depth)
+                    if callee is not None:
+                        for a, p in _bind_args(node, callee.params):
+                            if p in callee.mutated:
+                                modified(node, origins(a), f"passes an input to {ast.unparse(node.func)}, "
+                                                           "which modifies it in place")
                 elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store) \
-                        and is_alias(node.value) and (isinstance(node, ast.Subscript) or node.attr == "data"):
-                    self.add(Flag.INPUT_MUTATED, node, "writes into an input tensor")
+                        and (isinstance(node, ast.Subscript) or node.attr == "data"):
+                    modified(node, origins(node.value), "writes into an input tensor")
             if isinstance(stmt, ast.AugAssign):
                 target = stmt.target
-                if isinstance(target, ast.Subscript) and is_alias(target.value):
-                    self.add(Flag.INPUT_MUTATED, stmt, "updates an input tensor in place")
-                elif isinstance(target, ast.Name) and target.id in alias and target.id in tensorish:
-                    self.add(Flag.INPUT_MUTATED, stmt, f"updates input {target.id} in place ({target.id} op= ...)")
+                if isinstance(target, ast.Subscript):
+                    modified(stmt, origins(target.value), "updates an input tensor in place")
+                elif isinstance(target, ast.Name) and target.id in tensorish:
+                    modified(stmt, alias.get(target.id, frozenset()),
+                             f"updates input {target.id} in place ({target.id} op= ...)")
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 values = stmt.value.elts if isinstance(stmt.value, (ast.Tuple, ast.List)) else [stmt.value]
-                if any(is_alias(v) for v in values):
+                found = frozenset().union(*(origins(v) for v in values))
+                returned.update(found)
+                if found and report:
                     self.add(Flag.OUTPUT_ALIASES_INPUT, stmt, "returns an input or a view of one")
             if isinstance(stmt, ast.Assign):
                 for target in stmt.targets:
-                    if isinstance(target, ast.Name):
-                        (alias.add if is_alias(stmt.value) else alias.discard)(target.id)
-                    elif isinstance(target, (ast.Tuple, ast.List)):
+                    pairs: list[tuple[ast.AST, ast.AST | None]] = [(target, stmt.value)]
+                    if isinstance(target, (ast.Tuple, ast.List)):
                         values = stmt.value.elts if isinstance(stmt.value, (ast.Tuple, ast.List)) and \
                             len(stmt.value.elts) == len(target.elts) else [None] * len(target.elts)
-                        for t, v in zip(target.elts, values):
-                            if isinstance(t, ast.Name):
-                                (alias.add if v is not None and is_alias(v) else alias.discard)(t.id)
+                        pairs = list(zip(target.elts, values))
+                    for t, v in pairs:
+                        if isinstance(t, ast.Name):
+                            alias[t.id] = origins(v) if v is not None else frozenset()
+                            (relaid.add if v is not None and relayout(v) else relaid.discard)(t.id)
             elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.AnnAssign)):
                 for node in nodes:
                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                        alias.discard(node.id)
+                        alias.pop(node.id, None)
+                        relaid.discard(node.id)
+        return _AliasSummary(tuple(params), frozenset(returned), frozenset(mutated))
 
-    def _mutation_call(self, node: ast.Call, is_alias) -> None:
+    def _mutation_call(self, node: ast.Call, origins, modified) -> None:
         if isinstance(node.func, ast.Attribute):
             name = node.func.attr
-            if name.endswith("_") and not name.startswith("_") and name not in _SAFE_INPLACE \
-                    and is_alias(node.func.value):
-                self.add(Flag.INPUT_MUTATED, node, f".{name}() modifies an input tensor in place")
+            if _inplace_name(name) and origins(node.func.value):
+                modified(node, origins(node.func.value), f".{name}() modifies an input tensor in place")
                 return
         func = self.qual(node.func) or ""
         out = _kw(node, "out")
-        if out is not None and (is_alias(out) or (isinstance(out, (ast.Tuple, ast.List))
-                                                  and any(is_alias(e) for e in out.elts))):
-            self.add(Flag.INPUT_MUTATED, node, "writes a result into an input tensor (out=...)")
-            return
+        if out is not None:
+            outs = out.elts if isinstance(out, (ast.Tuple, ast.List)) else [out]
+            found = frozenset().union(*(origins(e) for e in outs))
+            if found:
+                modified(node, found, "writes a result into an input tensor (out=...)")
+                return
         inplace = _kw(node, "inplace")
-        if isinstance(inplace, ast.Constant) and inplace.value is True and node.args and is_alias(node.args[0]):
-            self.add(Flag.INPUT_MUTATED, node, "inplace=True on an input tensor")
+        if isinstance(inplace, ast.Constant) and inplace.value is True and node.args and origins(node.args[0]):
+            modified(node, origins(node.args[0]), "inplace=True on an input tensor")
             return
         if func.startswith("torch.") and func.endswith("_") and not func.split(".")[-1].startswith("_") \
-                and node.args and is_alias(node.args[0]):
-            self.add(Flag.INPUT_MUTATED, node, f"{func} modifies an input tensor in place")
+                and node.args and origins(node.args[0]):
+            modified(node, origins(node.args[0]), f"{func} modifies an input tensor in place")
+
+    def _callee(self, call: ast.Call, owner: str | None, depth: int) -> _AliasSummary | None:
+        """The summary of a function of this file that ``call`` runs, if it can be told which."""
+        if depth >= 4:
+            return None
+        target = self._resolve_call(call, owner)
+        if target is None:
+            return None
+        fn, cls, bound = target
+        memo = self.__dict__.setdefault("_alias_memo", {})
+        key = (id(fn), bound)
+        if key not in memo:
+            memo[key] = _AliasSummary((), frozenset(), frozenset())  # recursion: assume nothing
+            memo[key] = self._alias_flow(fn, cls, bound, report=False, depth=depth + 1)
+        return memo[key]
+
+    def _resolve_call(self, call: ast.Call, owner: str | None) -> tuple[ast.AST, str | None, bool] | None:
+        func = call.func
+        classes = self._class_defs()
+        if isinstance(func, ast.Name):
+            fn = self._top_functions().get(func.id)
+            return (fn, None, False) if fn is not None else None
+        if not isinstance(func, ast.Attribute):
+            return None
+        receiver = func.value
+        if isinstance(receiver, ast.Name) and receiver.id == "self" and owner:
+            method = self._method(owner, func.attr)
+            if method is not None:
+                return method, owner, not _is_static(method)
+            module = self._submodule_class(owner, func.attr)
+            forward = self._method(module, "forward") if module else None
+            return (forward, module, True) if forward is not None else None
+        if isinstance(receiver, ast.Call) and self.builtin(receiver.func, "super") and owner in classes:
+            for base in classes[owner].bases:
+                if isinstance(base, ast.Name):
+                    method = self._method(base.id, func.attr)
+                    if method is not None:
+                        return method, base.id, True
+            return None
+        if isinstance(receiver, ast.Name) and receiver.id in classes:
+            if func.attr == "apply":  # torch.autograd.Function: forward(ctx, *inputs)
+                forward = self._method(receiver.id, "forward")
+                return (forward, receiver.id, True) if forward is not None else None
+            method = self._method(receiver.id, func.attr)
+            if method is not None and _is_static(method):
+                return method, receiver.id, False
+        return None
+
+    def _top_functions(self) -> dict[str, ast.AST]:
+        cached = getattr(self, "_top_cache", None)
+        if cached is None:
+            cached = self._top_cache = {s.name: s for s in self.tree.body
+                                        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        return cached
+
+    def _method(self, cls_name: str, name: str, seen: frozenset[str] = frozenset()) -> ast.AST | None:
+        classes = self._class_defs()
+        cls = classes.get(cls_name)
+        if cls is None or cls_name in seen:
+            return None
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
+                return item
+        for base in cls.bases:
+            if isinstance(base, ast.Name):
+                found = self._method(base.id, name, seen | {cls_name})
+                if found is not None:
+                    return found
+        return None
+
+    def _submodule_class(self, owner: str, attr: str) -> str | None:
+        """The class of this file that ``self.<attr> = Class(...)`` makes in the owner's methods."""
+        cls = self._class_defs().get(owner)
+        if cls is None:
+            return None
+        for node in ast.walk(cls):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Name) and node.value.func.id in self._class_defs()):
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    return node.value.func.id
+        return None
 
     # ---- embedded sources ----------------------------------------------------------------------
     def _strings(self) -> None:
@@ -1248,6 +1969,40 @@ class _Scanner:
                          "CUDA/C++ source keeps a static tensor/pointer and compares input pointers (cached result)")
         for match in _CPP_STATIC_MAP.finditer(text):
             self.add(Flag.RESULT_CACHE, at(match.start()), "CUDA/C++ source keeps tensors in a static map")
+
+
+@dataclass(frozen=True)
+class _AliasSummary:
+    params: tuple[str, ...]  # as the caller passes them (self / ctx left out)
+    returned: frozenset[str]  # parameters the function may return, or a view of
+    mutated: frozenset[str]  # parameters it modifies in place
+
+
+_RELAYOUT_METHODS = {"t", "transpose", "permute", "movedim", "moveaxis", "swapaxes", "swapdims", "expand",
+                     "expand_as", "diagonal", "unfold"}
+_RELAYOUT_ATTRS = {"T", "mT", "H", "mH"}
+_RELAYOUT_FUNCS = {"torch.t", "torch.transpose", "torch.permute", "torch.movedim", "torch.moveaxis",
+                   "torch.swapaxes", "torch.swapdims", "torch.diagonal"}
+
+
+def _inplace_name(name: str) -> bool:
+    return name.endswith("_") and not name.startswith("_") and name not in _SAFE_INPLACE
+
+
+def _is_static(fn: ast.AST) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in getattr(fn, "decorator_list", []))
+
+
+def _bind_args(call: ast.Call, params: tuple[str, ...]) -> Iterator[tuple[ast.AST, str]]:
+    """(argument, parameter name) for the arguments of a call that can be matched by position or name."""
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        if index < len(params):
+            yield arg, params[index]
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            yield keyword.value, keyword.arg
 
 
 def _basic_index(index: ast.AST) -> bool:
