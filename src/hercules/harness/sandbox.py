@@ -1,0 +1,701 @@
+"""The sandbox every process running candidate code starts in.
+
+Mechanism: bubblewrap (``bwrap``). It is small and well kept (the containers project), made for
+unprivileged sandboxing and used by Flatpak for every desktop application; with a user namespace
+it needs no root and no setuid helper, and it works as root too. One ``bwrap`` invocation gives a
+process a pid namespace (it cannot signal, ptrace or read ``/proc`` of anything outside), a mount
+namespace built from an empty root, no network, a private IPC and UTS namespace, no capabilities
+and no way to create further user namespaces. Containers and cgroups would need a daemon or
+privileges this project cannot count on.
+
+What the inside sees: read-only ``/usr`` (CUDA toolkits in ``/usr/local`` included), ``/etc``,
+``/opt``, ``/sys``, the ``/lib*`` and ``/bin`` links, the Python installation and every
+``sys.path`` folder of this process (not the current directory), and the ``readable`` paths; a
+fresh ``/proc`` (``/proc/sys`` read-only: as root the kernel lets uid 0 write sysctls without any
+capability; that was tried), ``/dev`` with the NVIDIA nodes when ``gpu``, and private ``/tmp`` and
+``/dev/shm``. ``hidden`` paths get an empty read-only tmpfs (a file: an unopenable ``/dev/null``)
+over them after the binds; the private folder and the ``writable`` paths are bound read-write after
+that, so a writable cache entry under a hidden cache root stays visible. The root itself is
+read-only. ``HOME`` is the private folder.
+
+Limits: ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``, ``RLIMIT_CORE=0`` and (bubblewrap only: the user
+namespace makes it count the sandbox's own tasks, not every process of the user) ``RLIMIT_NPROC``
+are set inside by a small Python shim that then execs the command (no ``preexec_fn``: the
+callers are multi-threaded; 7.6 ms per start against 1.4 ms for util-linux ``prlimit`` on the 2-core
+development machine, worth one code path for both modes). The kernel does not enforce
+``RLIMIT_NPROC`` for root, so a watchdog thread sums the tasks and RSS of every sandbox every 50 ms
+and kills a sandbox over its bounds, recording ``breach``. ``/tmp`` and ``/dev/shm`` hold pages no
+process owns, invisible to that sum, so each tmpfs is capped at an eighth of the memory bound.
+
+Ending: the processes of a sandbox are those in its pid namespace, found by the namespace's inode;
+a child that calls ``setsid`` and double-forks is still one of them. Killing the namespace's init
+(bwrap's own reaper, pid 1 inside) makes the kernel kill all of them; the init also exits when the
+command does, and ``--die-with-parent`` ends it all when the evaluating process dies, even by
+SIGKILL. That last signal is tied by the kernel to the *thread* that started ``bwrap``, so every
+sandbox is started from one long-lived spawner thread: started from a short-lived thread, a
+sandbox died the moment that thread returned.
+
+Exit status: bwrap reports a command killed by signal N as status 128+N; ``popen`` translates it
+back to Popen's -N, so callers read signals as they would from a plain child.
+
+Fallback: without a usable bwrap (missing, older than 0.8.0, or a container that forbids
+namespaces) a plain child in a new session gets the same rlimits (no ``RLIMIT_NPROC``: it would
+count every process of the user), a parent-death signal, the watchdog, and a kill of everything in
+its session or seen descending from it (a grandchild that calls ``setsid`` within 50 ms escapes);
+``SandboxInfo.mechanism`` is ``"none"`` with the reason, and ``warn_if_unsandboxed`` warns once.
+
+Not covered: memory no process maps (a memfd or SysV segment written but never mapped) is outside
+every RSS and escapes the watchdog; only a memory cgroup would see it. As root, the inside runs as
+host uid 0 without capabilities, so root-owned files under the read-only binds (``/etc/shadow``)
+are readable.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import glob
+import json
+import logging
+import os
+import queue
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Sandbox", "SandboxInfo", "SandboxLimits", "probe", "warn_if_unsandboxed"]
+
+log = logging.getLogger(__name__)
+
+_GIB = 1 << 30
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_WATCH_INTERVAL_S = 0.05
+# Smaps_rollup costs 4.6 ms per torch process here, so PSS is read at most twice a second.
+_PSS_INTERVAL_S = 0.5
+_KILL_DEADLINE_S = 10.0
+# RLIMIT_NPROC sits this far above the watchdog's bound: a bomb held by the kernel then stays
+# over the bound and is reported, instead of surfacing as a failed fork deep in a library.
+_NPROC_MARGIN = 16
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/opt", "/sys")
+_REQUIRED_FLAGS = ("--disable-userns", "--size", "--info-fd", "--die-with-parent", "--cap-drop")
+_COMPILERS = frozenset({
+    "nvcc", "cicc", "ptxas", "cc1plus", "cc1", "cc", "gcc", "g++", "c++", "ld", "ld.bfd", "ld.gold",
+    "ld.lld", "collect2", "ninja", "cudafe++", "fatbinary", "nvlink", "as", "clang", "clang++",
+})
+
+# Sets the limits, then becomes the command: argv = nofile fsize nproc parent-pid command...
+# (nproc 0: leave it; parent-pid 0: no parent-death signal).
+_SHIM = """
+import os, resource as r, sys
+a = sys.argv
+for k, v in ((r.RLIMIT_NOFILE, int(a[1])), (r.RLIMIT_FSIZE, int(a[2])), (r.RLIMIT_CORE, 0),
+             (r.RLIMIT_NPROC, int(a[3]))):
+    if v or k == r.RLIMIT_CORE:
+        hard = r.getrlimit(k)[1]
+        v = v if hard == r.RLIM_INFINITY else min(v, hard)
+        r.setrlimit(k, (v, v))
+if int(a[4]):
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    if os.getppid() != int(a[4]):
+        os._exit(137)
+os.execvp(a[5], a[5:])
+"""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    memory_bytes: int  # host RSS of all processes in the sandbox together (PSS decides once RSS is over)
+    processes: int  # processes and threads alive in the sandbox at once
+    open_files: int  # RLIMIT_NOFILE
+    file_size_bytes: int  # RLIMIT_FSIZE
+
+    @classmethod
+    def default(cls) -> "SandboxLimits":
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return cls(memory_bytes=min(ram // 2, 64 * _GIB), processes=512, open_files=4096,
+                   file_size_bytes=8 * _GIB)
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What confines an evaluation's workers; recorded in every verdict."""
+
+    mechanism: str  # "bubblewrap 0.8.0", or "none"
+    isolated: tuple[str, ...]  # what is enforced
+    missing: tuple[str, ...]  # what could not be enforced
+    reason: str | None = None  # why the mechanism is missing or degraded
+
+
+_BWRAP_ISOLATED = ("pid", "mount", "network", "ipc", "uts", "user", "rlimits", "watchdog", "die-with-parent")
+_FALLBACK_ISOLATED = ("rlimits", "watchdog")
+_FALLBACK_MISSING = ("pid", "mount", "network", "ipc", "uts", "user", "die-with-parent")
+
+
+def _unsandboxed(reason: str) -> tuple[SandboxInfo, str | None]:
+    return SandboxInfo("none", _FALLBACK_ISOLATED, _FALLBACK_MISSING, reason), None
+
+
+@functools.cache
+def _probe() -> tuple[SandboxInfo, str | None]:
+    explicit = os.environ.get("HERCULES_BWRAP")
+    path = explicit or shutil.which("bwrap")
+    if not path or not os.access(path, os.X_OK):
+        where = f"HERCULES_BWRAP={explicit} is not executable" if explicit else "no bwrap on PATH"
+        return _unsandboxed(f"bubblewrap not found ({where})")
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        usage = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return _unsandboxed(f"{path} does not run: {exc}")
+    version = version or path
+    lacking = [flag for flag in _REQUIRED_FLAGS if flag not in usage]
+    if lacking:
+        return _unsandboxed(f"{version} lacks {', '.join(lacking)} (bubblewrap 0.8.0 or later is needed)")
+    # A container may forbid user namespaces: start the very layout a worker gets, once.
+    with tempfile.TemporaryDirectory(prefix="hercules-probe-") as tmp:
+        argv = _bwrap_argv(path, Path(tmp), (), (), (), False, SandboxLimits.default(), None, None)
+        argv += _shim(SandboxLimits.default(), nproc=True, parent=0) + [sys.executable, "-I", "-S", "-c", ""]
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=tmp)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return _unsandboxed(f"{version} does not start: {exc}")
+    if result.returncode != 0:
+        detail = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        return _unsandboxed(f"{version} cannot start its namespaces here: {detail}")
+    if os.getuid() == 0:
+        reason = "running as root: the kernel does not enforce RLIMIT_NPROC, the watchdog alone bounds processes"
+        return SandboxInfo(version, _BWRAP_ISOLATED, ("nproc",), reason), path
+    return SandboxInfo(version, _BWRAP_ISOLATED, ()), path
+
+
+def probe() -> SandboxInfo:
+    """The sandbox this process can give its workers (checked once per process)."""
+    return _probe()[0]
+
+
+_warned = False
+
+
+def warn_if_unsandboxed(info: SandboxInfo) -> None:
+    """One warning per process when candidate code runs without the sandbox: never silently."""
+    global _warned
+    if info.mechanism == "none" and not _warned:
+        _warned = True
+        message = f"candidate code runs UNSANDBOXED ({info.reason}); missing: {', '.join(info.missing)}"
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+def _shim(limits: SandboxLimits, *, nproc: bool, parent: int) -> list[str]:
+    nproc_limit = limits.processes + _NPROC_MARGIN if nproc else 0
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(limits.open_files), str(limits.file_size_bytes),
+            str(nproc_limit), str(parent)]
+
+
+def _within(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _python_paths() -> list[str]:
+    cwd = os.getcwd()
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
+    return paths + [p for p in sys.path if p and os.path.abspath(p) != cwd]
+
+
+def _bwrap_argv(bwrap: str, private_dir: Path, writable: Sequence[Path], readable: Sequence[Path],
+                hidden: Sequence[Path], gpu: bool, limits: SandboxLimits, cwd: Path | None,
+                info_fd: int | None) -> list[str]:
+    """The bwrap command line up to and including ``--``. Order matters: bwrap mounts in order."""
+    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--disable-userns", "--cap-drop", "ALL", "--new-session",
+            "--die-with-parent"]
+    bound: list[str] = []
+    for top in _SYSTEM_DIRS:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+            bound.append(top)  # /lib -> usr/lib: what lies under it is reachable through the link
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+            bound.append(top)
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    if gpu:
+        for node in sorted(glob.glob("/dev/nvidia*")):  # nvidia0.., nvidiactl, nvidia-uvm(-tools), nvidia-caps/
+            args += ["--dev-bind", node, node]
+    # tmpfs pages belong to no process, so the RSS watchdog cannot see them: each is capped instead.
+    tmpfs_size = str(max(limits.memory_bytes // 8, 1 << 20))
+    args += ["--size", tmpfs_size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--size", tmpfs_size, "--tmpfs", "/tmp"]
+    for entry in [*_python_paths(), *map(str, readable)]:
+        for path in {os.path.abspath(entry), os.path.realpath(entry)}:
+            if os.path.exists(path) and not _within(path, bound):
+                args += ["--ro-bind", path, path]
+                bound.append(path)
+    hidden_dirs = []
+    for entry in hidden:
+        path = os.path.abspath(entry)
+        if not os.path.exists(path) or not _within(path, bound):
+            continue  # not bound, so not visible anyway
+        if os.path.isdir(path):
+            args += ["--size", str(1 << 20), "--tmpfs", path]
+            hidden_dirs.append(path)
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    for path in (private_dir, *writable):
+        args += ["--bind", str(path), str(path)]
+    for path in hidden_dirs:  # read-only only now: the writable binds needed their mount points
+        args += ["--remount-ro", path]
+    args += ["--remount-ro", "/", "--chdir", str(cwd or private_dir)]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
+    return args + ["--"]
+
+
+class _SandboxedPopen(subprocess.Popen):
+    """bwrap exits with 128+N for a command killed by signal N: give callers Popen's -N."""
+
+    @property  # type: ignore[override]
+    def returncode(self) -> int | None:
+        return self._sandbox_returncode
+
+    @returncode.setter
+    def returncode(self, value: int | None) -> None:
+        if value is not None and 128 < value < 128 + signal.NSIG:
+            value = 128 - value
+        self._sandbox_returncode = value
+
+
+class _Spawner:
+    """The parent-death signal follows the thread that forked bwrap, so one thread that lives as
+    long as the process starts every sandbox."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue | None = None
+
+    def run(self, fn: Callable, *args):
+        with self._lock:
+            if self._queue is None:
+                self._queue = queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(self._queue,), name="sandbox-spawner", daemon=True).start()
+            jobs = self._queue
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        jobs.put((fn, args, done))
+        return done.result()
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
+        while True:
+            fn, args, done = jobs.get()
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:  # handed to the caller's thread
+                done.set_exception(exc)
+
+
+_spawner = _Spawner()
+
+
+@dataclass(frozen=True)
+class _Stat:
+    state: str
+    ppid: int
+    session: int
+    threads: int
+    start: int
+    rss_pages: int
+
+
+def _read_stat(pid: int) -> _Stat | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    try:
+        fields = text.rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
+        return _Stat(fields[0], int(fields[1]), int(fields[3]), int(fields[17]), int(fields[19]), int(fields[21]))
+    except (IndexError, ValueError):  # read while the process was being torn down
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+
+
+def _scan_namespaces(inodes: set[int]) -> dict[int, list[int]]:
+    """Host pids of the processes in each of these pid namespaces (one pass over /proc)."""
+    found: dict[int, list[int]] = {}
+    for pid in _pids():
+        try:
+            inode = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        except OSError:
+            continue
+        if inode in inodes:
+            found.setdefault(inode, []).append(pid)
+    return found
+
+
+def _process_table() -> dict[int, _Stat]:
+    return {pid: stat for pid in _pids() if (stat := _read_stat(pid)) is not None}
+
+
+def _pss_bytes(pids: Iterable[int]) -> int | None:
+    """Proportional set size of these processes together; None where it cannot be read."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        except OSError:
+            return None
+    return total
+
+
+def _kill_if(pid: int, still_ours: Callable[[int], bool]) -> None:
+    """SIGKILL pid if it is still one of ours, pinned by a pidfd so a reused pid is never hit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        if still_ours(pid):
+            if fd is not None:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _is_compiler(name: str) -> bool:
+    base = re.sub(r"-\d+(\.\d+)*$", "", os.path.basename(name))  # gcc-12
+    return base in _COMPILERS or ("-" in base and base.rpartition("-")[2] in _COMPILERS)  # x86_64-linux-gnu-g++
+
+
+def _read_info(fd: int, timeout_s: float) -> dict | None:
+    """bwrap's --info-fd JSON (the init's host pid and the pid namespace), or None if it failed."""
+    data, deadline = b"", time.monotonic() + timeout_s
+    while (remaining := deadline - time.monotonic()) > 0:
+        if not select.select([fd], [], [], remaining)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        try:
+            return json.loads(data)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class _Launch:
+    popen: subprocess.Popen
+    init_pid: int | None  # bwrap's reaper, pid 1 in the namespace (host pid)
+    namespace: int | None  # inode of the pid namespace, pinned by an open fd while it is watched
+
+
+class Sandbox:
+    """Where a worker runs: ``popen`` starts commands inside, ``kill`` ends everything inside."""
+
+    def __init__(self, private_dir: Path, *, writable: Sequence[Path] = (), readable: Sequence[Path] = (),
+                 hidden: Sequence[Path] = (), limits: SandboxLimits | None = None, gpu: bool = False):
+        self.private_dir = Path(private_dir).absolute()
+        self.private_dir.mkdir(parents=True, exist_ok=True)
+        self.writable = tuple(Path(p).absolute() for p in writable)
+        self.readable = tuple(Path(p).absolute() for p in readable)
+        self.hidden = tuple(Path(p).absolute() for p in hidden)
+        self.limits = limits or SandboxLimits.default()
+        self.gpu = gpu
+        self.info, self._bwrap = _probe()
+        self.breach: str | None = None
+        self._lock = threading.Lock()
+        self._launches: list[_Launch] = []
+        # Namespace inodes are reused as soon as a namespace is freed (the same number came back on
+        # every start here), so each is pinned by an open fd until it is empty and released.
+        self._pinned: dict[int, int] = {}
+        self._seen: dict[int, int] = {}  # fallback: pid -> start time of every process seen inside
+        self._killed = False
+        self._pss_at = 0.0
+        self._pss_over = False
+
+    # -- starting ----------------------------------------------------------------------------
+    def popen(self, argv: list[str], *, env: dict[str, str], pass_fds: Sequence[int] = (), stdout=None,
+              stderr=None, cwd: Path | None = None) -> subprocess.Popen:
+        """Start argv inside the sandbox (stdin is /dev/null)."""
+        if self._killed:
+            raise RuntimeError("this sandbox has been killed; start a new one")
+        for path in self.writable:
+            if not path.exists():
+                raise FileNotFoundError(f"writable path {path} does not exist")
+        env = dict(env)
+        env["HOME"] = str(self.private_dir)
+        visible_tmp = ["/tmp", str(self.private_dir), *map(str, self.writable)]
+        if self._bwrap and not _within(env.get("TMPDIR", "/tmp"), visible_tmp):
+            env["TMPDIR"] = "/tmp"  # the host's TMPDIR is not visible inside; nvcc fails on a missing one
+        launch = _spawner.run(self._start, list(argv), env, tuple(pass_fds), stdout, stderr, cwd)
+        with self._lock:
+            self._launches.append(launch)
+        _monitor.watch(self)
+        return launch.popen
+
+    def _start(self, argv, env, pass_fds, stdout, stderr, cwd) -> _Launch:
+        if self._bwrap is None:
+            popen = subprocess.Popen(
+                _shim(self.limits, nproc=False, parent=os.getpid()) + argv, env=env, pass_fds=pass_fds,
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=cwd or self.private_dir,
+                start_new_session=True)
+            return _Launch(popen, None, None)
+        read_end, write_end = os.pipe()
+        try:
+            try:
+                command = _bwrap_argv(self._bwrap, self.private_dir, self.writable, self.readable, self.hidden,
+                                      self.gpu, self.limits, cwd, write_end)
+                popen = _SandboxedPopen(
+                    command + _shim(self.limits, nproc=True, parent=0) + argv, env=env,
+                    pass_fds=(*pass_fds, write_end), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                    cwd=self.private_dir)
+            finally:
+                os.close(write_end)
+            info = _read_info(read_end, timeout_s=30.0)
+        finally:
+            os.close(read_end)
+        if info is None or "pid-namespace" not in info:  # bwrap failed early; its error went to stderr
+            return _Launch(popen, None, None)
+        init_pid, inode = int(info["child-pid"]), int(info["pid-namespace"])
+        try:
+            fd = os.open(f"/proc/{init_pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # already over: nothing can be left inside a namespace whose init is gone
+            return _Launch(popen, None, None)
+        if os.fstat(fd).st_ino != inode:  # the init pid was reused: the namespace is gone
+            os.close(fd)
+            return _Launch(popen, None, None)
+        with self._lock:
+            self._pinned[inode] = fd
+        return _Launch(popen, init_pid, inode)
+
+    # -- looking inside ------------------------------------------------------------------------
+    def _by_namespace(self, by_namespace: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+        """Live (not zombie) host pids in each pinned namespace of this sandbox."""
+        with self._lock:
+            inodes = set(self._pinned)
+        if not inodes:
+            return {}
+        if by_namespace is None:
+            by_namespace = _scan_namespaces(inodes)
+        return {inode: [pid for pid in by_namespace.get(inode, ()) if (st := _read_stat(pid)) and st.state != "Z"]
+                for inode in inodes}
+
+    def _pinned_inodes(self) -> list[int]:
+        with self._lock:
+            return list(self._pinned)
+
+    def _members(self, by_namespace: dict[int, list[int]] | None = None,
+                 table: dict[int, _Stat] | None = None) -> list[int]:
+        if self._bwrap is not None:
+            return sorted(pid for pids in self._by_namespace(by_namespace).values() for pid in pids)
+        # Fallback: the tree below each live command, its session, and everything seen before.
+        table = _process_table() if table is None else table
+        with self._lock:
+            roots = {launch.popen.pid for launch in self._launches if launch.popen.returncode is None}
+            members = {pid for pid, stat in table.items()
+                       if pid in roots or stat.session in roots or self._seen.get(pid) == stat.start}
+            children: dict[int, list[int]] = {}
+            for pid, stat in table.items():
+                children.setdefault(stat.ppid, []).append(pid)
+            stack = list(members)
+            while stack:
+                for child in children.get(stack.pop(), ()):
+                    if child not in members:
+                        members.add(child)
+                        stack.append(child)
+            members = {pid for pid in members if table[pid].state != "Z"}
+            self._seen.update((pid, table[pid].start) for pid in members)
+        return sorted(members)
+
+    def _release(self, by_namespace: dict[int, list[int]]) -> None:
+        """Unpin the namespaces that are empty and whose bwrap has exited: nothing can enter them."""
+        with self._lock:
+            for launch in self._launches:
+                inode = launch.namespace
+                if inode in self._pinned and not by_namespace.get(inode) and launch.popen.poll() is not None:
+                    os.close(self._pinned.pop(inode))
+
+    def processes(self) -> list[int]:
+        """Host pids of every process now inside (also ones that called setsid or double-forked)."""
+        return self._members()
+
+    def rss_bytes(self) -> int:
+        return sum(stat.rss_pages for pid in self._members() if (stat := _read_stat(pid))) * _PAGE
+
+    def compilers_active(self) -> bool:
+        """Whether a compiler or build tool runs inside (by process name and argv[0])."""
+        for pid in self._members():
+            names = []
+            try:
+                names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+                names.append(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace"))
+            except OSError:
+                continue
+            if any(_is_compiler(name) for name in names if name):
+                return True
+        return False
+
+    def alive(self) -> bool:
+        with self._lock:
+            launches = list(self._launches)
+        return any(launch.popen.poll() is None for launch in launches) or bool(self._members())
+
+    # -- ending --------------------------------------------------------------------------------
+    def _still_ours(self, pid: int) -> bool:
+        if self._bwrap is not None:
+            try:
+                return os.stat(f"/proc/{pid}/ns/pid").st_ino in self._pinned_inodes()
+            except OSError:
+                return False
+        stat = _read_stat(pid)
+        return stat is not None and self._seen.get(pid) == stat.start
+
+    def _signal_all(self, members: Iterable[int] | None = None) -> None:
+        with self._lock:
+            self._killed = True
+            launches = list(self._launches)
+        for launch in launches:
+            if launch.init_pid is not None:  # the kernel then kills the whole namespace
+                _kill_if(launch.init_pid, self._still_ours)
+        for pid in self._members() if members is None else members:
+            _kill_if(pid, self._still_ours)
+        for launch in launches:
+            if launch.popen.poll() is None:
+                launch.popen.kill()  # our own unreaped child: its pid cannot have been reused
+
+    def kill(self) -> None:
+        """SIGKILL every process inside and wait until none is left; idempotent."""
+        deadline = time.monotonic() + _KILL_DEADLINE_S
+        while True:
+            self._signal_all()
+            with self._lock:
+                launches = list(self._launches)
+            for launch in launches:
+                try:
+                    launch.popen.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+            by_namespace = self._by_namespace()
+            left = self._members(by_namespace)
+            if not left and all(launch.popen.returncode is not None for launch in launches):
+                self._release(by_namespace)
+                return
+            if time.monotonic() > deadline:
+                log.warning("sandbox processes %s survive SIGKILL after %.0f s", left, _KILL_DEADLINE_S)
+                return
+            time.sleep(0.01)
+
+    # -- the watchdog --------------------------------------------------------------------------
+    def _watch(self, by_namespace: dict[int, list[int]], table: dict[int, _Stat] | None) -> int | None:
+        """One watchdog look: None while the sandbox needs watching, else how many launches it saw
+        (a launch started since then keeps it watched)."""
+        with self._lock:
+            launches = list(self._launches)
+        if self._bwrap is not None:
+            mine = self._by_namespace(by_namespace)
+            members = sorted(pid for pids in mine.values() for pid in pids)
+            self._release(mine)
+        else:
+            members = self._members(table=table)
+        running = any(launch.popen.poll() is None for launch in launches)
+        active = None if members or running else len(launches)
+        if self._killed:
+            if members:
+                self._signal_all(members)
+            return active
+        stats = [stat for pid in members if (stat := _read_stat(pid)) is not None]
+        tasks = sum(stat.threads for stat in stats)
+        rss = sum(stat.rss_pages for stat in stats) * _PAGE
+        breach = None
+        if tasks > self.limits.processes:
+            breach = f"{tasks} processes and threads over the bound of {self.limits.processes}"
+        elif rss > self.limits.memory_bytes:
+            # The same library pages count once per process in RSS (4 CPU torch processes: 1144 MB
+            # RSS, 737 MB PSS); proportional set size splits them between their sharers.
+            now = time.monotonic()
+            if now - self._pss_at >= _PSS_INTERVAL_S:
+                self._pss_at = now
+                pss = _pss_bytes(members)
+                self._pss_over = (pss if pss is not None else rss) > self.limits.memory_bytes
+            if self._pss_over:
+                breach = f"host memory {rss / 1e9:.1f} GB over the {self.limits.memory_bytes / 1e9:.1f} GB bound"
+        if breach:
+            self.breach = breach
+            log.warning("sandbox %s: %s; killing it", self.private_dir, breach)
+            self._signal_all(members)
+        return active
+
+
+class _Monitor:
+    """One thread watches every live sandbox: a /proc pass costs 12 ms per 1000 host processes
+    here, too much to repeat per sandbox every 50 ms."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._boxes: list[Sandbox] = []
+        self._thread: threading.Thread | None = None
+
+    def watch(self, box: Sandbox) -> None:
+        with self._lock:
+            if box not in self._boxes:
+                self._boxes.append(box)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sandbox-watchdog", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(_WATCH_INTERVAL_S)
+            with self._lock:
+                boxes = list(self._boxes)
+                if not boxes:
+                    self._thread = None
+                    return
+            inodes = {inode for box in boxes for inode in box._pinned_inodes()}
+            by_namespace = _scan_namespaces(inodes) if inodes else {}
+            table = _process_table() if any(box._bwrap is None for box in boxes) else None
+            done: dict[int, int] = {}
+            for box in boxes:
+                try:
+                    seen = box._watch(by_namespace, table)
+                except Exception:  # a watchdog that dies silently would leave every sandbox unbounded
+                    log.exception("sandbox watchdog")
+                    continue
+                if seen is not None:
+                    done[id(box)] = seen
+            with self._lock:
+                self._boxes = [box for box in self._boxes if done.get(id(box)) != len(box._launches)]
+
+
+_monitor = _Monitor()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has neither thread (nor the parent's sandboxes): it starts its own on demand.
+    global _spawner, _monitor
+    _spawner, _monitor = _Spawner(), _Monitor()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
