@@ -10,14 +10,22 @@ STAGES=${1:-"tests suite"}
 OUT=${OUT:-/tmp/hercules-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 HERCULES_CACHE_DIR=${HERCULES_LANE_CACHE:-/tmp/hercules-cache}
+# The sandbox needs bubblewrap; the GPU machine has no package registry, so the .deb travels in
+# .tools/ (carry it) and is unpacked here.
+if ! command -v bwrap >/dev/null && ls .tools/bubblewrap_*.deb >/dev/null 2>&1; then
+  dpkg -x .tools/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+fi
+python3 -c "from hercules.harness.sandbox import probe; print('sandbox:', probe())"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 for stage in $STAGES; do
   echo "=== $stage $(date +%T)"
   case $stage in
     tests)
-      python3 -m pytest -q -x -m gpu ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+      python3 -m pytest ${GPU_PYTEST_ARGS:--q -x} -m gpu ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     cputests)
       python3 -m pytest -q tests/harness tests/test_cli_commands.py 2>&1 | tee "$OUT/harness_tests.log" | tail -15 ;;
+    redteam)
+      python3 -m pytest -q tests/harness/test_redteam.py 2>&1 | tee "$OUT/redteam_cpu.log" | tail -15 ;;
     adversarial)
       python3 -m pytest -q tests/test_adversarial_corpus.py 2>&1 | tee "$OUT/adversarial.log" | tail -15 ;;
     suite)

@@ -32,15 +32,12 @@ import torch
 
 from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate
-from hercules.harness.ipc import describe_exit, package_pythonpath
-from hercules.harness.records import Status, Verdict
+from hercules.harness.ipc import package_pythonpath
+from hercules.harness.records import Cause, Verdict
 from hercules.problems.model import Candidate, Problem
 
 DEFAULT_RETRIES = 2
 T = TypeVar("T")
-# Deaths by these signals come from outside the candidate (an operator, the OOM killer, a node
-# going away); a candidate's own faults end in SIGSEGV/SIGABRT, an exit status or a CUDA error.
-_EXTERNAL_DEATHS = tuple(describe_exit(-int(s)) for s in (signal.SIGKILL, signal.SIGTERM))
 
 
 class EvaluationLost(RuntimeError):
@@ -57,7 +54,7 @@ class Tracked:
 
 def infrastructure_failure(verdict: Verdict) -> bool:
     """True when the verdict says a worker was killed from outside rather than by its candidate."""
-    return verdict.status is Status.CRASH and any(d in (verdict.error or "") for d in _EXTERNAL_DEATHS)
+    return verdict.cause is Cause.EXTERNAL_KILL
 
 
 class EvalExecutor(abc.ABC):

@@ -60,7 +60,7 @@ def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
     trial_runs = verdict.requests["candidate.run"]
     assert trial_runs["count"] == options.trials
     assert 0 < trial_runs["inside"] <= trial_runs["seconds"]
-    assert verdict.requests["reference.baselines"]["count"] == 1
+    assert verdict.requests["reference.baseline_time"]["count"] == 1
 
 
 def test_flop_counts_are_kept_per_problem_and_shapes(problem, options):

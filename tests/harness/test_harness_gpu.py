@@ -204,3 +204,56 @@ def test_pytorch_convolution_candidate_is_correct_in_strict_fp32(tmp_path):
                        EvalOptions(device="cuda", baselines=("eager",), cache_dir=tmp_path / "cache"))
     assert verdict.status is Status.OK, verdict.error
     assert "precision_downcast" not in verdict.flags
+
+
+# ---- red team on the GPU: the candidate's process rewrites what it reports --------------------
+
+REDTEAM = Path(__file__).resolve().parents[1] / "redteam"
+
+
+@pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "content_cache.py",
+                                  "skip_every_other.py", "detached_forger.py", "load_left_behind.py"])
+def test_redteam_on_the_gpu_is_caught_or_not_faster(name, tmp_path):
+    problem = load_source(REDTEAM / "problem_matmul.py").problems[0]
+    candidate = Candidate(name, (REDTEAM / name).read_text(), "test")
+    verdict = evaluate(problem, candidate, EvalOptions(device="cuda", cache_dir=tmp_path / "cache",
+                                                       baselines=("eager",)))
+    caught = verdict.status is not Status.OK or bool(verdict.flags)
+    assert caught or (verdict.speedup.eager or 0) <= 1.5, (verdict.status, verdict.flags, verdict.speedup,
+                                                             verdict.timing)
+
+
+PERSISTING_L2 = '''
+import ctypes
+import torch
+import torch.nn as nn
+
+def _cudart():
+    for line in open("/proc/self/maps"):
+        if "libcudart.so" in line:
+            return ctypes.CDLL(line.split()[-1])
+    return ctypes.CDLL("libcudart.so")
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # Keep up to 30 MB of this context's data in a persisting-L2 carve-out: it survives a
+        # flush that zeroes a buffer with normal persistence, so every timed call finds it warm.
+        torch.zeros(1, device="cuda")
+        _cudart().cudaDeviceSetLimit(0x06, ctypes.c_size_t(30 << 20))
+
+    def forward(self, x):
+        return torch.tanh(x) * x + 1.0
+'''
+
+
+def test_persisting_l2_carve_out_is_flagged(problem, options):
+    verdict = evaluate(problem, Candidate("persisting_l2", PERSISTING_L2, "test"), options)
+    assert verdict.status is Status.SUSPICIOUS and "global_state" in verdict.flags, verdict.error
+
+
+def test_gpu_is_usable_inside_the_sandbox_and_the_verdict_says_which(problem, options):
+    verdict = evaluate(problem, cuda_candidate("gpu_test_sandboxed", 0), options)
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.sandbox["mechanism"].startswith("bubblewrap"), verdict.sandbox
+    assert "pid" in verdict.sandbox["isolated"] and "network" in verdict.sandbox["isolated"]

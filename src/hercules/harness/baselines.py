@@ -39,16 +39,19 @@ def _cudagraph(model: torch.nn.Module, sets: Sequence[tuple], device: torch.devi
         for args in sets:  # warm-up on a side stream, as graph capture requires
             model(*args)
     torch.cuda.current_stream(device).wait_stream(stream)
-    graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
+    graphs: dict[tuple[int, ...], tuple[torch.cuda.CUDAGraph, Any]] = {}
     for args in sets:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            model(*args)
-        graphs[_address_key(args)] = graph
+            outputs = model(*args)
+        graphs[_address_key(args)] = (graph, outputs)
 
     def replay(*args):
-        # Each input set has its own graph, found by the addresses of its tensors.
-        graphs[_address_key(args)].replay()
+        # Each input set has its own graph, found by the addresses of its tensors; its outputs
+        # live in the graph's own buffers, rewritten by every replay.
+        graph, outputs = graphs[_address_key(args)]
+        graph.replay()
+        return outputs
 
     return replay
 

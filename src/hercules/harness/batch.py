@@ -24,8 +24,8 @@ from pathlib import Path
 
 from hercules.harness import build as build_mod
 from hercules.harness.device_lock import DeviceLock
-from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device
-from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, private_dir
+from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device, start_candidate_worker
+from hercules.harness.ipc import WorkerDied, WorkerTimeout, private_dir
 from hercules.harness.records import Verdict, verdict_from_json
 from hercules.problems.model import Candidate, Problem
 from hercules.store import ResultStore
@@ -73,11 +73,13 @@ def build_one(item: BenchItem, options: EvalOptions) -> str | None:
     folder = item_dir(options.artifacts_dir, item) if options.artifacts_dir else options.cache_dir
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with private_dir("hercules-prebuild-") as sandbox:
-        worker = Worker.start("candidate", folder / "prebuild.log", env=plan.env, cwd=sandbox)
+    with private_dir("hercules-prebuild-") as private:
+        # Building runs the candidate's module code: in its sandbox, like every other run of it.
+        worker, _info = start_candidate_worker(folder / "prebuild.log", plan, private, device, options,
+                                               hidden=tuple(p for p in (options.artifacts_dir,) if p))
         try:
             reply = worker.request("import", options.build_timeout_s, code=item.candidate.code,
-                                   path=str(sandbox / "candidate.py"), device=str(device))
+                                   path=str(private / "candidate.py"), device=str(device))
             error = None if reply.get("ok") else reply.get("error")
         except (WorkerDied, WorkerTimeout) as exc:
             error = str(exc)

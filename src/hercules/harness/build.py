@@ -75,7 +75,7 @@ class BuildPlan:
     @property
     def cached(self) -> bool:
         """True when an earlier build of this exact content left a shared object behind."""
-        return any(self.extensions_dir.rglob("*.so"))
+        return any(p for p in self.extensions_dir.rglob("*.so") if "triton" not in p.parts)
 
 
 def plan_build(code: str, device: torch.device, cache_dir: Path, arch: str) -> BuildPlan:
@@ -86,7 +86,8 @@ def plan_build(code: str, device: torch.device, cache_dir: Path, arch: str) -> B
     extensions_dir = cache_dir / "extensions" / key
     env = {
         "TORCH_EXTENSIONS_DIR": str(extensions_dir),
-        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        # Triton's cache inside the entry: the sandbox lets a candidate write only the entry it builds.
+        "TRITON_CACHE_DIR": str(extensions_dir / "triton"),
     }
     if arch != "cpu":
         # Build for the present GPU only: every extra architecture is another full device compile.

@@ -19,11 +19,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from hercules.harness.datapath import receive_fds, send_fds
 
 
 @contextlib.contextmanager
@@ -38,15 +41,33 @@ def private_dir(prefix: str) -> Iterator[Path]:
 
 
 class WorkerDied(Exception):
-    """The worker exited (crash, ``os._exit``, fatal signal) before answering."""
+    """The worker exited (crash, ``os._exit``, fatal signal) before answering, or its sandbox
+    ended it for exceeding a limit (``breach``)."""
 
-    def __init__(self, message: str, returncode: int | None):
+    def __init__(self, message: str, returncode: int | None, breach: str | None = None):
         super().__init__(message)
         self.returncode = returncode
+        self.breach = breach
+
+    @property
+    def external(self) -> bool:
+        """Killed from outside (an operator, the OOM killer): SIGKILL or SIGTERM it did not get from us."""
+        return self.breach is None and self.returncode is not None and exit_signal(self.returncode) in (
+            signal.SIGKILL, signal.SIGTERM)
 
 
 class WorkerTimeout(Exception):
     """The worker did not answer within the deadline; it has been killed."""
+
+
+def exit_signal(returncode: int) -> int | None:
+    """The signal that ended a process: negative return codes from Popen, 128 + N from a wrapper
+    (bubblewrap reports its child's fatal signal that way)."""
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode < 128 + 65:
+        return returncode - 128
+    return None
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -62,13 +83,25 @@ def decode(payload: bytes) -> dict[str, Any]:
 def describe_exit(returncode: int | None) -> str:
     if returncode is None:
         return "worker vanished"
-    if returncode < 0:
+    number = exit_signal(returncode)
+    if number is not None:
         try:
-            name = signal.Signals(-returncode).name
+            name = signal.Signals(number).name
         except ValueError:
-            name = f"signal {-returncode}"
+            name = f"signal {number}"
         return f"worker killed by {name}"
     return f"worker exited with status {returncode}"
+
+
+# What an untrusted worker inherits of the parent's environment: enough to find Python, CUDA and a
+# compiler, nothing that names the run, its store, keys or tokens.
+_SANDBOX_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TERM", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+                     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH", "CC", "CXX",
+                     "HERCULES_WORKER_THREADS", "TRITON_INTERPRET", "MAX_JOBS", "OMP_NUM_THREADS", "VIRTUAL_ENV")
+
+
+def _sandbox_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in _SANDBOX_ENV_KEYS if k in os.environ}
 
 
 def package_pythonpath(existing: str = "") -> str:
@@ -85,69 +118,113 @@ class Worker:
     process: subprocess.Popen
     conn: Connection
     log_path: Path
+    sandbox: Any = None  # hercules.harness.sandbox.Sandbox for untrusted workers
     # op -> [requests, seconds from send to answer, seconds inside the worker's handler]: where an
     # evaluation's time goes, down to the request (the rest of a round trip is transfer and wait).
     ledger: dict[str, list[float]] = field(default_factory=dict)
     _sent: float = 0.0
 
     @classmethod
-    def start(cls, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> "Worker":
+    def start(cls, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None,
+              sandbox: Any = None) -> "Worker":
+        """Start a worker; with ``sandbox`` (untrusted code) it runs inside it, with the channel
+        and its log file as its only descriptors."""
         parent_end, child_end = Pipe(duplex=True)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "ab")
-        full_env = dict(os.environ)
+        full_env = dict(os.environ) if sandbox is None else _sandbox_env()
         full_env.update(env or {})
-        full_env["PYTHONPATH"] = package_pythonpath(full_env.get("PYTHONPATH", ""))
+        # Inside the sandbox the parent's own import path still holds (packages installed with
+        # --target, a checkout): the sandbox binds every sys.path folder read-only.
+        full_env["PYTHONPATH"] = package_pythonpath(os.environ.get("PYTHONPATH", "") if sandbox is not None
+                                                    else full_env.get("PYTHONPATH", ""))
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hercules.harness.worker", role, str(child_end.fileno())],
-            pass_fds=[child_end.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-            cwd=str(cwd) if cwd else None,
-            start_new_session=True,  # so a kill takes any grandchildren (nvcc, ninja) with it
-        )
-        child_end.close()
-        log.close()
-        return cls(process=process, conn=parent_end, log_path=log_path)
+        argv = [sys.executable, "-m", "hercules.harness.worker", role, str(child_end.fileno())]
+        try:
+            if sandbox is not None:
+                process = sandbox.popen(argv, env=full_env, pass_fds=[child_end.fileno()], stdout=log,
+                                        stderr=subprocess.STDOUT, cwd=cwd)
+            else:
+                process = subprocess.Popen(
+                    argv,
+                    pass_fds=[child_end.fileno()],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=full_env,
+                    cwd=str(cwd) if cwd else None,
+                    start_new_session=True,  # so a kill takes any grandchildren with it
+                )
+        finally:
+            child_end.close()
+            log.close()
+        return cls(process=process, conn=parent_end, log_path=log_path, sandbox=sandbox)
 
     def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
         """Send one request and wait for its answer; raise WorkerDied / WorkerTimeout."""
         self.send(op, **fields)
         return self.receive(op, timeout)
 
-    def send(self, op: str, **fields: Any) -> None:
+    def send(self, op: str, fds: Sequence[int] = (), **fields: Any) -> None:
         """Send a request without waiting: the worker starts on it while the parent does other work
-        (``receive`` collects the answer; one request in flight per worker)."""
+        (``receive`` collects the answer; one request in flight per worker). ``fds`` travel right
+        behind the message (sealed packs, see datapath.py)."""
         try:
-            self.conn.send_bytes(encode({"op": op, **fields}))
+            self.conn.send_bytes(encode({"op": op, **fields, **({"fds": len(fds)} if fds else {})}))
+            if fds:
+                send_fds(self.conn.fileno(), fds)
         except (BrokenPipeError, OSError) as exc:
-            raise WorkerDied(describe_exit(self._wait_exit()), self.process.returncode) from exc
+            raise self._died() from exc
         self._sent = time.monotonic()
 
-    def receive(self, op: str, timeout: float) -> dict[str, Any]:
-        """The answer to the request in flight, within ``timeout`` seconds from now."""
+    def _died(self) -> WorkerDied:
+        returncode = self._wait_exit()
+        breach = getattr(self.sandbox, "breach", None)
+        if breach:
+            return WorkerDied(f"sandbox limit: {breach}", returncode, breach=breach)
+        return WorkerDied(describe_exit(returncode), returncode)
+
+    def receive(self, op: str, timeout: float, idle_s: float | None = None) -> dict[str, Any]:
+        """The answer to the request in flight, within ``timeout`` seconds from now.
+
+        ``idle_s``: a shorter deadline that only a build in progress extends (a compiler running
+        in the sandbox): a hung import is ended after ``idle_s``, a long nvcc build is not.
+        The reply's descriptors, if it announces any, come back in ``reply["_fds"]``.
+        """
         sent = self._sent
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
+        idle_deadline = started + idle_s if idle_s is not None else deadline
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if idle_s is not None and self.sandbox is not None and self.sandbox.compilers_active():
+                idle_deadline = now + idle_s
+            remaining = min(deadline, idle_deadline) - now
             if remaining <= 0:
                 self.kill()
-                raise WorkerTimeout(f"no answer to '{op}' within {timeout:.0f} s")
+                waited = now - started
+                raise WorkerTimeout(f"no answer to '{op}' within {waited:.0f} s"
+                                    + (" (no build in progress)" if idle_deadline < deadline else ""))
             try:
-                if self.conn.poll(min(remaining, 1.0)):
+                if self.conn.poll(min(remaining, 0.25)):
                     reply = decode(self.conn.recv_bytes())
+                    if reply.get("ok") and reply.get("fds"):
+                        reply["_fds"] = receive_fds(self.conn.fileno(), int(reply["fds"]),
+                                                    timeout=max(1.0, min(30.0, deadline - time.monotonic())))
                     entry = self.ledger.setdefault(op, [0, 0.0, 0.0])
                     entry[0] += 1
                     entry[1] += time.monotonic() - sent
-                    entry[2] += float(reply.get("worker_seconds") or 0.0)
+                    entry[2] += float(reply.get("worker_seconds") or 0.0) if isinstance(
+                        reply.get("worker_seconds"), (int, float)) else 0.0
                     return reply
             except (EOFError, OSError) as exc:
-                raise WorkerDied(describe_exit(self._wait_exit()), self.process.returncode) from exc
+                raise self._died() from exc
+            if getattr(self.sandbox, "breach", None):
+                self.kill()
+                raise WorkerDied(f"sandbox limit: {self.sandbox.breach}", self.process.returncode,
+                                 breach=self.sandbox.breach)
             if self.process.poll() is not None and not self.conn.poll(0):
-                raise WorkerDied(describe_exit(self.process.returncode), self.process.returncode)
+                raise self._died()
 
     def _wait_exit(self) -> int | None:
         try:
@@ -157,6 +234,8 @@ class Worker:
             return self.process.returncode
 
     def kill(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.kill()  # every process inside, however it detached
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)

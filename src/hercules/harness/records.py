@@ -25,6 +25,22 @@ class Status(str, enum.Enum):
     SKIPPED = "skipped"  # the candidate needs a device that is not present
 
 
+class Cause(str, enum.Enum):
+    """Why an evaluation ended without a scored result: callers (the executor's retries, the
+    service, the debugging benchmark) branch on this, never on error strings."""
+
+    NONE = "none"
+    CANDIDATE_ERROR = "candidate_error"  # the candidate's code raised, or its build failed
+    CANDIDATE_CRASH = "candidate_crash"  # its process died by itself (exit, fatal signal, CUDA fault)
+    EXTERNAL_KILL = "external_kill"  # its process was killed from outside (SIGKILL/SIGTERM, OOM killer)
+    TIMEOUT = "timeout"  # no answer within the bound derived from the reference's own cost
+    OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory
+    SANDBOX_REFUSAL = "sandbox_refusal"  # a sandbox limit was exceeded (host memory, processes)
+    PROTOCOL = "protocol"  # a reply that is malformed or forged
+    DEVICE_MISSING = "device_missing"  # the candidate needs a device that is not present
+    REFERENCE = "reference"  # the trusted side failed (the problem's own code)
+
+
 class Flag(str, enum.Enum):
     """Named anti-hacking findings; one per threat in DESIGN.md (some threats also fail outright)."""
 
@@ -78,6 +94,7 @@ class CheckResult:
     ref_rel_err: float | None  # the problem-dtype reference's own error against float64
     flags: tuple[str, ...] = ()
     error: str | None = None
+    correct_kernelbench: bool | None = None  # within upstream KernelBench's atol = rtol = 1e-2
 
 
 @dataclass(frozen=True)
@@ -94,6 +111,11 @@ class TimingResult:
     l2_flushed: bool
     wall_ms: float | None = None  # per call, back to back, after a device-wide synchronise
     samples_ms: tuple[float, ...] = ()
+    # What the verdict's time is: max(in-process median, the parent's own wall figure per call).
+    # The in-process figures come from the candidate's process and could be forged; the wall
+    # figure is the parent's clock around calls whose last outputs arrive in the reply.
+    event_median_ms: float | None = None
+    bounded_by: str = "events"  # "events" or "wall": which figure the time is
 
     @property
     def spread(self) -> float:
@@ -147,6 +169,12 @@ class Verdict:
     # Per worker request ("reference.baselines", "candidate.run", ...): count, seconds from send to
     # answer, seconds inside the worker's handler. Finer than ``phases``, for cost analysis.
     requests: dict[str, dict[str, float]] = field(default_factory=dict)
+    cause: Cause = Cause.NONE
+    # The sandbox the candidate ran in (mechanism, what it isolated, what was missing).
+    sandbox: dict[str, Any] | None = None
+    # The deadlines this evaluation ran under, in seconds (derived from the reference's own cost).
+    limits: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -200,4 +228,8 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         seconds=float(data.get("seconds") or 0.0),
         phases=dict(data.get("phases") or {}),
         requests=dict(data.get("requests") or {}),
+        cause=Cause(data.get("cause") or "none"),
+        sandbox=data.get("sandbox"),
+        limits=dict(data.get("limits") or {}),
+        notes=tuple(data.get("notes") or ()),
     )

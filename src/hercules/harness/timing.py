@@ -32,6 +32,31 @@ _synchronize = torch.cuda.synchronize
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
+def _reset_persisting_l2() -> None:
+    """Demote lines kept in a persisting-L2 carve-out to normal, so the flush evicts them too."""
+    global _RESET_L2
+    if _RESET_L2 is None:
+        _RESET_L2 = _find_reset_l2()
+    if _RESET_L2:
+        _RESET_L2()
+
+
+def _find_reset_l2():
+    try:
+        import ctypes
+
+        with open("/proc/self/maps") as maps:
+            paths = [line.split()[-1] for line in maps if "libcudart.so" in line]
+        if not paths:
+            return False
+        return ctypes.CDLL(paths[0]).cudaCtxResetPersistingL2Cache
+    except (OSError, AttributeError):
+        return False
+
+
+_RESET_L2 = None
+
+
 class _Flusher:
     def __init__(self, device: torch.device, enabled: bool):
         self.buffer = None
@@ -40,6 +65,7 @@ class _Flusher:
 
     def __call__(self) -> None:
         if self.buffer is not None:
+            _reset_persisting_l2()
             self.buffer.zero_()
 
 
@@ -107,6 +133,24 @@ def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.de
     _sync(device)
     end = _perf_counter()
     return (end - start) * 1e3 / calls, (issued - start) * 1e3 / calls
+
+
+def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device,
+                  calls: int) -> tuple[list[Any], float]:
+    """``calls`` back-to-back calls rotating over ``arg_sets``, then a device-wide synchronise;
+    returns the last call's outputs and the host's enqueue time per call (ms).
+
+    The parent brackets the request carrying this on its own clock and receives the outputs in the
+    reply: an answer cannot arrive before the work it carries is done."""
+    _sync(device)
+    start = _perf_counter()
+    out = None
+    for i in range(calls):
+        out = fn(*arg_sets[i % len(arg_sets)])
+    issued = _perf_counter()
+    _sync(device)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return outs, (issued - start) * 1e3 / max(calls, 1)
 
 
 def single_call_ms(fn: Callable[[], Any], device: torch.device, flush) -> tuple[Any, float | None]:

@@ -8,7 +8,6 @@ reach, and the clocks this module reads were bound before any candidate code was
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import sys
@@ -24,8 +23,11 @@ import torch
 
 # Bound before any candidate import (see timing.py): the harness keeps its own references.
 from hercules.harness import timing as _timing
+from hercules.harness.checks import KERNELBENCH_TOLERANCE
+from hercules.harness.datapath import MappedPack, PackLayout, read_pack, receive_fds, send_fds, write_pack
 from hercules.harness.integrity import Snapshot, track_thread_origins
 from hercules.harness.ipc import decode, encode
+from hercules.harness.records import Tolerance
 
 _perf_counter = time.perf_counter
 
@@ -140,14 +142,22 @@ def build_model(module, class_name: str, init_inputs: list, init_seed: int, devi
 
 
 class ReferenceWorker:
-    """Trusted: the problem's Model, its input factory, baselines and roofline figures."""
+    """Trusted: the problem's Model, its inputs, the float64 truth, the comparison of a candidate's
+    outputs with it (on the device, so only figures leave this process), baselines and roofline."""
+
+    # Inputs and truths are regenerated from their seed when evicted (deterministic on one device),
+    # so only a few sets occupy the device: KernelBench inputs reach several GB each.
+    KEEP_SETS = 3
 
     def __init__(self):
         self.inputs: dict[int, list[Any]] = {}
+        self.expected: dict[int, dict[str, Any]] = {}
+        self.baselines: dict[str, tuple[Callable[..., Any], list[tuple]]] = {}
 
     def op_setup(self, msg):
         self.device = use_device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
+        self.tol = Tolerance(**msg["tolerance"])
         self.module = load_module_from_memory(msg["code"], "hercules_problem")
         torch.manual_seed(msg["init_seed"])
         self.init_inputs = list(self.module.get_init_inputs())
@@ -163,18 +173,41 @@ class ReferenceWorker:
             self.model, torch.nn.Module) else 0
         return {"init_inputs": self.init_inputs, "param_bytes": params + buffers}
 
-    def op_inputs(self, msg):
-        torch.manual_seed(msg["seed"])
-        values = list(self.module.get_inputs())
-        values = [v.cpu() if isinstance(v, torch.Tensor) else v for v in values]
-        self.inputs[msg["seed"]] = values  # kept: baselines and the roofline run on the trials' sets
-        return {"inputs": values}
+    @staticmethod
+    def _evict(cache: dict, keep: int) -> None:
+        while len(cache) > keep:
+            cache.pop(next(iter(cache)))
 
-    def op_reference(self, msg):
-        values = to_device(self.inputs[msg["seed"]], self.device)
+    def _inputs(self, seed: int) -> list[Any]:
+        """The input set of ``seed``, made on the device (factories without a device argument
+        allocate there): fast for GB-sized inputs, and nothing large is made on the host."""
+        if seed not in self.inputs:
+            torch.manual_seed(seed)
+            with torch.device(self.device):
+                values = list(self.module.get_inputs())
+            self.inputs[seed] = to_device(values, self.device)
+            self._evict(self.inputs, self.KEEP_SETS)
+        return self.inputs[seed]
+
+    def op_inputs(self, msg):
+        """A trial's inputs as a sealed pack for the candidate; kept here by seed."""
+        values = self._inputs(msg["seed"])
+        fd, layout = write_pack(values, "inputs")
+        signature = [f"{tuple(v.shape)}:{v.dtype}" if isinstance(v, torch.Tensor) else repr(v) for v in values]
+        nbytes = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+        return {"layout": layout.to_message(), "signature": signature, "input_bytes": nbytes, "fds": 1, "_fds": [fd]}
+
+    def _expected(self, seed: int) -> dict[str, Any]:
+        """The problem-dtype outputs and the float64 truth for ``seed``, on the device."""
+        if seed in self.expected:
+            return self.expected[seed]
+        values = self._inputs(seed)
         with torch.no_grad(), StrictPrecision():
+            synchronize(self.device)
+            start = _perf_counter()
             outs = flatten_outputs(self.model(*values))
             synchronize(self.device)
+            call_ms = (_perf_counter() - start) * 1e3
             truth = None
             if self.model64 is not None:
                 try:
@@ -189,38 +222,103 @@ class ReferenceWorker:
         specs = [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")} for o in outs]
         if truth is not None and all(isinstance(t, torch.Tensor) and t.shape == o.shape for t, o in zip(truth, outs)):
             ref_errs = [relative_error(o, t) for o, t in zip(outs, truth)]  # per output
-            expected = [t.cpu() for t in truth]
+            expected = truth
         else:  # no float64 run: judged against the problem-dtype reference, downcast check off
             ref_errs = None
-            expected = [o.cpu() for o in outs]
-        return {"outputs": expected, "specs": specs, "ref_errs": ref_errs}
+            expected = outs
+        entry = {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
+                 "call_ms": call_ms}
+        self.expected[seed] = entry
+        self._evict(self.expected, self.KEEP_SETS)
+        return entry
 
-    def op_baselines(self, msg):
+    def op_specs(self, msg):
+        entry = self._expected(msg["seed"])
+        return {"specs": entry["specs"], "ref_errs": entry["ref_errs"], "call_ms": entry["call_ms"]}
+
+    def op_compare(self, msg):
+        """The candidate's outputs (a sealed pack it can no longer change) against the truth."""
+        from hercules.harness.checks import compare_outputs, within_allclose
+
+        entry = self._expected(msg["seed"])
+        layout = PackLayout.from_message(msg["layout"])
+        types = list(msg["types"])
+        outputs: list[Any] = []
+        with MappedPack(msg["_fds"][0], layout) as pack:
+            # Shapes and dtypes are judged from the layout before any byte is copied.
+            for slot, spec in zip(layout.slots, entry["specs"]):
+                if slot is not None and (list(slot.shape) != list(spec["shape"]) or slot.dtype != spec["dtype"]):
+                    break
+            else:
+                outputs = pack.values(self.device)
+            if not outputs:
+                outputs = [None if s is None else _Meta(s.shape, s.dtype) for s in layout.slots]
+            comparison = compare_outputs(outputs, types, entry["outputs"], entry["specs"], self.tol, entry["ref_errs"])
+            kernelbench = within_allclose(outputs, types, entry["dtype_outputs"], KERNELBENCH_TOLERANCE)
+        ref_err = max(entry["ref_errs"], default=0.0) if entry["ref_errs"] is not None else None
+        return {"correct": comparison.ok, "max_abs_err": comparison.max_abs_err, "rel_err": comparison.rel_err,
+                "flags": sorted(comparison.flags), "problems": comparison.problems[:5], "ref_err": ref_err,
+                "ok_kernelbench": kernelbench, "ref_call_ms": entry["call_ms"]}
+
+    # ---- measurements (the parent holds the device for these) ------------------------------
+    def op_baseline_prepare(self, msg):
+        """Build one baseline (compile, capture) and run it once on every set: compilation happens
+        here, outside the exclusive section; timing it is a separate request."""
         from hercules.harness.baselines import make_baseline
 
-        sets = _timing.rotation_sets([tuple(to_device(self.inputs[s], self.device)) for s in msg["seeds"]],
-                                     self.device)
-        results = {}
-        for name in msg["names"]:
-            try:
-                fn = make_baseline(name, self.model, sets, self.device)
-                with torch.no_grad():
-                    result = _timing.time_callable(fn, sets, device=self.device, budget_s=msg["budget_s"],
-                                                   warmup_s=msg["warmup_s"], wall_check=False)
-                results[name] = {"median_ms": result.median_ms, "iqr_ms": result.iqr_ms, "reps": result.reps}
-            except Exception as exc:  # a baseline that cannot run is recorded as missing
-                results[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-            if name.startswith("compile"):
-                # Each compiled baseline starts from scratch, not from the previous one's state. Only
-                # after one: on a GPU the reset imports Inductor's CUDA-graph trees (about 1 s to
-                # import on the 2-core CPU machine), needless when only eager was timed.
-                torch.compiler.reset()
-        return {"baselines": results}
+        name = msg["name"]
+        sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in msg["seeds"]], self.device)
+        with torch.no_grad():
+            fn = make_baseline(name, self.model, sets, self.device)
+            for args in sets:
+                fn(*args)
+        synchronize(self.device)
+        self.baselines[name] = (fn, sets)
+        return {}
+
+    def op_baseline_time(self, msg):
+        fn, sets = self.baselines[msg["name"]]
+        with torch.no_grad():
+            result = _timing.time_callable(fn, sets, device=self.device, budget_s=msg["budget_s"],
+                                           warmup_s=msg["warmup_s"], wall_check=False)
+        return {"timing": result.__dict__}
+
+    def op_burst(self, msg):
+        """Back-to-back calls of a baseline, then its last outputs as a pack: the same procedure the
+        candidate's burst follows, so both sides of a ratio pay the same overheads. ``calls = 0``
+        packs outputs of the same sizes without calling anything (the parent's calibration)."""
+        calls = int(msg["calls"])
+        if calls == 0:
+            specs = self._expected(msg["seed"])["specs"]
+            outs = [torch.zeros(s["shape"], dtype=getattr(torch, s["dtype"]), device=self.device) for s in specs]
+            synchronize(self.device)
+            enqueue = 0.0
+        else:
+            fn, sets = self.baselines[msg["name"]]
+            with torch.no_grad():
+                outs, enqueue = _timing.burst_outputs(fn, sets, self.device, calls)
+        return _pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []})
+
+    def op_release(self, msg):
+        self.baselines.pop(msg["name"], None)
+        if msg["name"].startswith("compile"):
+            # Each compiled baseline starts from scratch, not from the previous one's state.
+            torch.compiler.reset()
+        return {}
+
+    def op_probe(self, msg):
+        """A fixed device workload, best of a few: inflated when something else keeps the device busy."""
+        from hercules.harness.roofline import _best_ms
+
+        if self.device.type != "cuda":
+            return {"ms": None}
+        a = torch.randn(2048, 2048, device=self.device)
+        return {"ms": _best_ms(lambda: a @ a, self.device)}
 
     def op_roofline(self, msg):
         from hercules.harness.roofline import count_flops
 
-        values = to_device(self.inputs[msg["seed"]], self.device)
+        values = self._inputs(msg["seed"])
         with torch.no_grad():
             flops, out = count_flops(self.model, values)
         outs = flatten_outputs(out)
@@ -234,12 +332,30 @@ class ReferenceWorker:
         return {"ceilings": measure_ceilings(torch.device(msg["device"]))}
 
 
+class _Meta:
+    """Shape and dtype of an output whose bytes were not copied (its layout already disqualifies it)."""
+
+    def __init__(self, shape, dtype):
+        self.shape = torch.Size(shape)
+        self.dtype = getattr(torch, dtype)
+
+
+def _pack_reply(outs: list[Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """Outputs as a sealed pack: exact tensors only; anything else (a subclass included) is sent as
+    a type name, since converting it would run its code where the comparison happens."""
+    plain = [o if type(o) is torch.Tensor else None for o in outs]
+    fd, layout = write_pack(plain, "outputs")
+    return {**fields, "layout": layout.to_message(), "types": [_type_name(o) for o in outs], "fds": 1, "_fds": [fd]}
+
+
 class CandidateWorker:
-    """Untrusted: imports, builds and runs one candidate; reports what it observed."""
+    """Untrusted: imports, builds and runs one candidate. Everything it reports is checked by the
+    parent or the reference worker, or is a tripwire for the careless."""
 
     def __init__(self):
         self.timing_sets: list[tuple] = []
         self.trial_sets: list[tuple] = []
+        self.executed: set[int] | None = None  # the candidate file's executed lines, when traced
 
     def _warm_up_runtime(self) -> None:
         # Lazy initialisation inside torch (CUDA context, cuBLAS handles, extension loader) must
@@ -283,16 +399,30 @@ class CandidateWorker:
         self.prepared = True
         return {}
 
+    def _traced(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` recording the candidate file's executed lines (fallback branches are judged
+        by whether they ran)."""
+        if self.executed is None:
+            return fn()
+        sys.settrace(_FrameTracer(str(self.path), self.executed))
+        try:
+            return fn()
+        finally:
+            sys.settrace(None)
+
     def op_build(self, msg):
         if not getattr(self, "prepared", False):
             self.op_prepare(msg)
         _force_verbose_extension_builds()
         self.path = Path(msg["path"])
+        if msg.get("trace_lines"):
+            self.executed = set()
         track_thread_origins(str(self.path))
         self.snapshot = Snapshot.take()
         start = _perf_counter()
-        module = load_module(msg["code"], self.path, "hercules_candidate")
-        self.model = build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"], self.device, self.dtype)
+        module = self._traced(lambda: load_module(msg["code"], self.path, "hercules_candidate"))
+        self.model = self._traced(lambda: build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"],
+                                                      self.device, self.dtype))
         synchronize(self.device)
         return {"seconds": _perf_counter() - start}
 
@@ -306,12 +436,16 @@ class CandidateWorker:
             blocks.append(t)
         del blocks
 
+    def _lines(self) -> list[int]:
+        return sorted(self.executed.lines) if self.executed is not None else []
+
     def op_run(self, msg):
-        values = to_device(list(msg["inputs"]), self.device)
+        values = read_pack(msg["_fds"][0], msg["layout"], self.device)
         pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
         self._poison(msg["specs"])
         swallowed: list[str] = []
-        tracer = _ExceptionTracer(str(self.path)) if msg.get("trace") else None
+        tracer = (_FrameTracer(str(self.path), self.executed)
+                  if msg.get("trace") or self.executed is not None else None)
         with torch.no_grad():
             if tracer:
                 sys.settrace(tracer)
@@ -324,26 +458,48 @@ class CandidateWorker:
         if tracer:
             swallowed = tracer.events
         outs = flatten_outputs(out)
-        plain, types = _package_outputs(outs)
         aliases = any(_shares_storage(o, v) for o in outs if type(o) is torch.Tensor
                       for v in values if isinstance(v, torch.Tensor))
         mutated = any(not _same(v, p) for v, p in zip(values, pristine) if isinstance(v, torch.Tensor))
         self.trial_sets.append(tuple(pristine))
-        return {"outputs": plain, "types": types, "aliases": aliases, "mutated": mutated,
-                "swallowed": swallowed[:10]}
+        return _pack_reply(outs, {"aliases": aliases, "mutated": mutated, "swallowed": swallowed[:10],
+                                  "executed_lines": self._lines()})
 
     def op_time(self, msg):
         self.timing_sets = _timing.rotation_sets(self.trial_sets, self.device)
         with torch.no_grad():
             result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
                                            budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
-                                           min_reps=msg.get("min_reps", 5), wall_check=self.device.type == "cuda")
-        return {"timing": result.__dict__}
+                                           min_reps=msg.get("min_reps", 5), wall_check=False)
+        return {"timing": result.__dict__, "sets": len(self.timing_sets)}
+
+    def op_refresh(self, msg):
+        """Fresh values written into the very buffers used while timing: a result cached by address
+        or shape now goes stale."""
+        values = read_pack(msg["_fds"][0], msg["layout"], self.device)
+        target = self.timing_sets[int(msg["index"]) % len(self.timing_sets)]
+        with torch.no_grad():
+            for dst, src in zip(target, values):
+                if isinstance(dst, torch.Tensor):
+                    dst.copy_(src)
+        synchronize(self.device)
+        return {}
+
+    def op_single(self, msg):
+        """One call on a timing buffer after an L2 flush; outputs packed only after the device-wide
+        synchronise inside single_call_ms, so work left on another stream is finished, not read
+        half-done."""
+        target = self.timing_sets[int(msg["index"]) % len(self.timing_sets)]
+        self._poison(msg["specs"])
+        flush_l2 = _timing._Flusher(self.device, True)
+        with torch.no_grad():
+            outs, ms = _timing.single_call_ms(lambda: flatten_outputs(self.model(*target)), self.device, flush_l2)
+        return _pack_reply(outs, {"event_ms": ms})
 
     def op_burst(self, msg):
         with torch.no_grad():
-            wall, enqueue = _timing.burst_ms(self.model, self.timing_sets, self.device, msg["calls"])
-        return {"wall_ms": wall, "enqueue_ms": enqueue}
+            outs, enqueue = _timing.burst_outputs(self.model, self.timing_sets, self.device, int(msg["calls"]))
+        return _pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": self._lines()})
 
     def op_streams(self, msg):
         """CUDA streams the candidate's kernels ran on, from the profiler's kernel records.
@@ -373,73 +529,74 @@ class CandidateWorker:
         kernels = sorted((e for e in events if e.get("cat") == "kernel" and "stream" in e.get("args", {})),
                          key=lambda e: e.get("ts", 0))
         if not kernels:
-            return {"current": None, "other": [], "kernels": 0}
+            return {"current": None, "other": [], "kernels": 0, "names": []}
         current = kernels[0]["args"]["stream"]
-        other = sorted({k["args"]["stream"] for k in kernels[1:] if k["args"]["stream"] != current})
+        other = sorted({str(k["args"]["stream"]) for k in kernels[1:] if k["args"]["stream"] != current})
         names = sorted({k.get("name", "")[:80] for k in kernels[1:] if k["args"]["stream"] != current})
-        return {"current": current, "other": other, "kernels": len(kernels) - 1, "names": names[:5]}
-
-    def op_revalidate(self, msg):
-        """Write fresh values into the very buffers used during timing, then run again."""
-        results, fresh_ms, seen_ms = [], [], []
-        flush_l2 = _timing._Flusher(self.device, True)
-
-        def call(target):
-            return flatten_outputs(self.model(*target))
-
-        with torch.no_grad():
-            for index, values in enumerate(msg["inputs"]):
-                target = self.timing_sets[index % len(self.timing_sets)]
-                for dst, src in zip(target, values):
-                    if isinstance(dst, torch.Tensor):
-                        dst.copy_(src.to(dst.device))
-                self._poison(msg["specs"])
-                run = functools.partial(call, target)
-                outs, fresh = _timing.single_call_ms(run, self.device, flush_l2)
-                # Packaged only after the device-wide synchronise inside single_call_ms, so work left
-                # on another stream is finished (as in every other comparison), not read half-done.
-                results.append(_package_outputs(outs))
-                fresh_ms.append(fresh)
-                if fresh is not None:
-                    # The same call again, now on values it has just seen: like-for-like with the
-                    # fresh call, so only a cache keyed by content makes the two differ. (Untimed
-                    # off CUDA, where it would only cost another call.)
-                    seen_ms.append(_timing.single_call_ms(run, self.device, flush_l2)[1])
-        return {"outputs": [r[0] for r in results], "types": [r[1] for r in results],
-                "fresh_ms": fresh_ms, "seen_ms": seen_ms}
+        return {"current": str(current), "other": other, "kernels": len(kernels) - 1, "names": names[:5]}
 
     def op_integrity(self, msg):
+        neutral = getattr(self.snapshot, "changed_neutral_settings", None)
         return {
             "patched": self.snapshot.changed_attributes(),
             "settings": self.snapshot.changed_settings(),
+            "neutral_settings": neutral() if neutral else [],
             "threads": self.snapshot.new_threads(),
+            "persisting_l2_bytes": _persisting_l2_bytes(self.device),
         }
 
 
-class _ExceptionTracer:
-    """Records exceptions that pass through the candidate's own frames during one forward call."""
+def _persisting_l2_bytes(device: torch.device) -> int:
+    """The persisting-L2 carve-out set in this context: data kept there survives the L2 flush, so
+    every repetition finds it warm, which no honest kernel does."""
+    if device.type != "cuda":
+        return 0
+    try:
+        import ctypes
 
-    def __init__(self, filename: str):
+        runtime = ctypes.CDLL(_loaded_cudart())
+        value = ctypes.c_size_t(0)
+        if runtime.cudaDeviceGetLimit(ctypes.byref(value), CUDA_LIMIT_PERSISTING_L2) == 0:
+            return int(value.value)
+    except (OSError, AttributeError, FileNotFoundError):
+        pass
+    return 0
+
+
+CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+
+
+def _loaded_cudart() -> str:
+    """The CUDA runtime this process already uses (torch's), not whichever one ld would find."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "libcudart.so" in path:
+                return path
+    return "libcudart.so"
+class _FrameTracer:
+    """Records, in the candidate's own frames only, exceptions raised (hidden ones are flagged) and
+    the lines executed (a fallback branch is judged by whether it ran)."""
+
+    def __init__(self, filename: str, lines: set[int] | None = None):
         self.filename = filename
         self.events: list[str] = []
+        self.lines = lines
 
     def __call__(self, frame, event, arg):
         if frame.f_code.co_filename != self.filename:
             return None
+        if self.lines is not None:
+            self.lines.add(frame.f_lineno)
         return self._local
 
     def _local(self, frame, event, arg):
         if event == "exception":
             exc_type, exc, _ = arg
             self.events.append(f"line {frame.f_lineno}: {exc_type.__name__}: {exc}"[:300])
+        elif event == "line" and self.lines is not None:
+            self.lines.add(frame.f_lineno)
         return self._local
-
-
-def _package_outputs(outs: list[Any]) -> tuple[list[torch.Tensor | None], list[str]]:
-    """CPU copies of plain tensors; anything else (a subclass included) is sent as None: converting
-    a subclass would run its code, and the parent must judge it without that."""
-    plain = [o.detach().cpu().clone() if type(o) is torch.Tensor else None for o in outs]
-    return plain, [_type_name(o) for o in outs]
 
 
 def _type_name(value: Any) -> str:
@@ -510,8 +667,12 @@ def serve(role: str, conn: Connection) -> None:
         if op == "exit":
             return
         start = _perf_counter()
+        fds: list[int] = []
         try:
+            if msg.get("fds"):
+                msg["_fds"] = receive_fds(conn.fileno(), int(msg["fds"]))
             reply = getattr(handler, f"op_{op}")(msg)
+            fds = reply.pop("_fds", [])
             reply["ok"] = True
         except BaseException as exc:  # the verdict decides what an exception means
             if isinstance(exc, KeyboardInterrupt):
@@ -520,13 +681,42 @@ def serve(role: str, conn: Connection) -> None:
                      "error": f"{type(exc).__name__}: {exc}"[:2000],
                      "traceback": traceback.format_exc()[-4000:]}
             traceback.print_exc()
+        finally:
+            for fd in msg.get("_fds") or ():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         _release_cached_memory()
         reply["worker_seconds"] = _perf_counter() - start
         conn.send_bytes(encode(reply))
+        if fds:
+            send_fds(conn.fileno(), fds)
+            for fd in fds:
+                os.close(fd)
+
+
+def _die_with_parent() -> None:
+    """End this worker when the evaluating process dies, however it dies (SIGKILL included): a
+    worker must never outlive its evaluation. The candidate's sandbox does the same for every
+    process inside it; this covers the trusted reference worker."""
+    try:
+        import ctypes
+        import signal
+
+        parent = os.getppid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            os._exit(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def main() -> None:
     role, fd = sys.argv[1], int(sys.argv[2])
+    _die_with_parent()
     conn = Connection(fd)
     try:
         serve(role, conn)

@@ -1,0 +1,217 @@
+"""Tensors between worker processes as sealed memory files, never through a pipe.
+
+A pack is one ``memfd`` holding the raw bytes of a list of tensors, sealed against every further
+write, shrink or grow before its file descriptor is handed over. What the receiver maps is then
+immutable: a candidate cannot change its outputs after it has handed them in (no late writes from
+a side stream or a thread), and the reference's inputs cannot be changed under the reference by the
+candidate that reads them. Only the small ``PackLayout`` (shapes, dtypes, offsets) travels in a
+message; the bytes travel as a descriptor over the worker's Unix socket (``SCM_RIGHTS``).
+
+Costs: one device-to-host copy on the sending side and one host-to-device copy on the receiving
+side, against ``torch.save`` through a pipe (several copies and a Python-level serialisation of
+hundreds of MB per trial on KernelBench's large problems).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import select
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+ALIGN = 64
+MAX_PACK_FDS = 4
+
+
+class PackError(ValueError):
+    """A pack that is not what it claims to be (unsealed, too small, malformed layout)."""
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    shape: tuple[int, ...]
+    dtype: str  # "float32", "bfloat16", ...
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class PackLayout:
+    """Where each value of a list lives in the pack: a tensor slot, or a plain value inline."""
+
+    slots: tuple[TensorSlot | None, ...]
+    values: tuple[Any, ...]  # the plain (non-tensor) values, None where a tensor slot is
+    size: int
+
+    def to_message(self) -> dict[str, Any]:
+        return {"slots": [None if s is None else [list(s.shape), s.dtype, s.offset, s.nbytes] for s in self.slots],
+                "values": list(self.values), "size": self.size}
+
+    @classmethod
+    def from_message(cls, raw: Any) -> "PackLayout":
+        try:
+            slots = tuple(None if s is None else TensorSlot(tuple(int(d) for d in s[0]), str(s[1]), int(s[2]), int(s[3]))
+                          for s in raw["slots"])
+            layout = cls(slots=slots, values=tuple(raw["values"]), size=int(raw["size"]))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise PackError(f"malformed pack layout: {exc}") from None
+        for slot in layout.slots:
+            if slot is None:
+                continue
+            dtype = _dtype(slot.dtype)
+            expected = _numel(slot.shape) * dtype.itemsize
+            if slot.nbytes != expected or slot.offset < 0 or slot.offset + slot.nbytes > layout.size:
+                raise PackError(f"slot {slot} does not fit its shape/dtype or the pack of {layout.size} bytes")
+        if len(layout.values) != len(layout.slots):
+            raise PackError("layout values and slots differ in length")
+        return layout
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise PackError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise PackError(f"negative dimension in {shape}")
+        n *= d
+    return n
+
+
+def write_pack(values: Sequence[Any], name: str = "pack") -> tuple[int, PackLayout]:
+    """A sealed memfd holding ``values`` (tensors as raw contiguous bytes); returns (fd, layout).
+
+    Tensors may live on any device; they are copied to host memory once, straight into the file.
+    """
+    slots: list[TensorSlot | None] = []
+    plain: list[Any] = []
+    offset = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            nbytes = value.numel() * value.element_size()
+            slots.append(TensorSlot(tuple(value.shape), str(value.dtype).replace("torch.", ""), offset, nbytes))
+            plain.append(None)
+            offset += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        else:
+            slots.append(None)
+            plain.append(value)
+    size = max(offset, 1)
+    fd = os.memfd_create(f"hercules-{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mapped:
+            whole = torch.frombuffer(mapped, dtype=torch.uint8)
+            for value, slot in zip(values, slots):
+                if slot is None or slot.nbytes == 0:
+                    continue
+                source = value.detach().contiguous().reshape(-1).view(torch.uint8)
+                whole[slot.offset:slot.offset + slot.nbytes].copy_(source)
+            del whole  # the mapping must have no exported buffer left before it closes
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, PackLayout(slots=tuple(slots), values=tuple(plain), size=size)
+
+
+class MappedPack:
+    """A received pack mapped read-only; ``values(device)`` materialises its values there.
+
+    The descriptor stays the caller's to close (the mapping holds the file by itself)."""
+
+    def __init__(self, fd: int, layout: PackLayout):
+        try:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        except OSError as exc:
+            raise PackError(f"not a sealable memory file: {exc}") from None
+        if seals & SEALS != SEALS:
+            raise PackError("pack is not sealed against writes: its contents could still change")
+        size = os.fstat(fd).st_size
+        if size < layout.size:
+            raise PackError(f"pack holds {size} bytes, its layout claims {layout.size}")
+        self.layout = layout
+        self.mapped = mmap.mmap(fd, layout.size, mmap.MAP_SHARED, mmap.PROT_READ)
+
+    def values(self, device: torch.device | str = "cpu", clone: bool = True) -> list[Any]:
+        """The pack's values; tensors copied to ``device`` (on the CPU cloned unless ``clone`` is False,
+        in which case they are read-only views valid while the pack is open)."""
+        device = torch.device(device)
+        out: list[Any] = []
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # frombuffer warns that the mapping is read-only: it is meant to be
+            whole = torch.frombuffer(self.mapped, dtype=torch.uint8) if self.layout.size else None
+        for slot, value in zip(self.layout.slots, self.layout.values):
+            if slot is None:
+                out.append(value)
+                continue
+            dtype = _dtype(slot.dtype)
+            raw = whole[slot.offset:slot.offset + slot.nbytes]
+            tensor = raw.view(dtype).reshape(slot.shape) if slot.nbytes else torch.empty(slot.shape, dtype=dtype)
+            if device.type != "cpu":
+                tensor = tensor.to(device)
+            elif clone:
+                tensor = tensor.clone()
+            out.append(tensor)
+        return out
+
+    def close(self) -> None:
+        try:
+            self.mapped.close()
+        except BufferError:
+            pass  # a view is still alive somewhere; the mapping goes when it does
+
+    def __enter__(self) -> "MappedPack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_pack(fd: int, layout: PackLayout | dict[str, Any], device: torch.device | str = "cpu") -> list[Any]:
+    """Map, check the seals, copy the values to ``device``, unmap (``fd`` stays open)."""
+    if not isinstance(layout, PackLayout):
+        layout = PackLayout.from_message(layout)
+    with MappedPack(fd, layout) as pack:
+        return pack.values(device)
+
+
+def send_fds(sock_fd: int, fds: Sequence[int]) -> None:
+    """Hand descriptors over the Unix socket ``sock_fd`` (one marker byte carries them)."""
+    with socket.socket(fileno=os.dup(sock_fd)) as sock:
+        socket.send_fds(sock, [b"F"], list(fds))
+
+
+def receive_fds(sock_fd: int, count: int, timeout: float = 30.0) -> list[int]:
+    """The ``count`` descriptors sent by ``send_fds``; PackError when the peer sent other bytes or
+    nothing within ``timeout`` seconds (a reply that announces descriptors it never sends)."""
+    if not 0 < count <= MAX_PACK_FDS:
+        raise PackError(f"asked for {count} descriptors")
+    # Wait with select, not a socket timeout: a timeout makes the descriptor non-blocking, and that
+    # flag is shared with the worker's channel, whose reads would then fail.
+    ready, _, _ = select.select([sock_fd], [], [], timeout)
+    if not ready:
+        raise PackError(f"no descriptors arrived within {timeout:.0f} s")
+    with socket.socket(fileno=os.dup(sock_fd)) as sock:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(sock, 1, MAX_PACK_FDS)
+        except OSError as exc:
+            raise PackError(f"no descriptors arrived: {exc}") from None
+    if data != b"F" or len(fds) != count:
+        for fd in fds:
+            os.close(fd)
+        raise PackError(f"expected {count} descriptors behind a marker, got {len(fds)} and {data!r}")
+    return fds

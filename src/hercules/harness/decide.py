@@ -1,0 +1,161 @@
+"""What each stage of an evaluation found, and the one pure function that turns it into a verdict.
+
+The stages (scan, build, check, measure, integrity, baselines) each return a frozen record of
+findings; ``decide`` owns the status precedence and the speedups, and runs without any process,
+so every rule here is unit-tested directly (tests/harness/test_decide.py).
+
+Precedence: a stage that could not finish (``Failure``) decides the status (build error, timeout,
+crash, ...); then incorrect outputs (trials, or revalidation after timing); then any flag makes a
+correct candidate ``suspicious``; otherwise ``ok``. Only ``ok`` and ``suspicious`` carry times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hercules.harness.records import (
+    BuildResult,
+    Cause,
+    CheckResult,
+    Speedups,
+    Status,
+    TimingResult,
+    Verdict,
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A flag with its evidence (a note for the reader)."""
+
+    flag: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A stage that could not finish: the status it implies, why, and the cause as data."""
+
+    status: Status
+    cause: Cause
+    error: str
+
+
+@dataclass(frozen=True)
+class ScanOutcome:
+    findings: tuple[Finding, ...] = ()
+    # Flags whose evidence is a code path, judged by whether that path ran: (flag, line ranges).
+    conditional: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = ()
+    notes: tuple[str, ...] = ()  # seen and said, not flagged
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    result: CheckResult
+    findings: tuple[Finding, ...] = ()
+    executed_lines: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class MeasureOutcome:
+    timing: TimingResult | None
+    findings: tuple[Finding, ...] = ()
+    revalidated: bool = True  # False: outputs went wrong after the timing buffers were refreshed
+    revalidation_error: str | None = None
+    executed_lines: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class IntegrityOutcome:
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BaselineOutcome:
+    times_ms: Mapping[str, float | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything about the evaluation that is not a finding."""
+
+    problem: str
+    candidate: str
+    device: str
+    sandbox: dict[str, Any] | None = None
+    limits: Mapping[str, float] = field(default_factory=dict)
+    phases: Mapping[str, float] = field(default_factory=dict)
+    requests: Mapping[str, Any] = field(default_factory=dict)
+    notes: Sequence[str] = ()
+
+
+def conditional_findings(scan: ScanOutcome, executed: frozenset[int]) -> tuple[Finding, ...]:
+    """The scan's conditional flags whose code path actually ran (during trials or timing)."""
+    found = []
+    for flag, ranges in scan.conditional:
+        hit = sorted(n for n in executed if any(a <= n <= b for a, b in ranges))
+        if hit:
+            found.append(Finding(flag, f"the fallback path ran (line {hit[0]})"))
+    return tuple(found)
+
+
+def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, check: CheckOutcome | None = None,
+           measure: MeasureOutcome | None = None, integrity: IntegrityOutcome | None = None,
+           baselines: BaselineOutcome | None = None, failure: Failure | None = None,
+           sol: dict[str, Any] | None = None) -> Verdict:
+    executed = (check.executed_lines if check else frozenset()) | (measure.executed_lines if measure else frozenset())
+    findings: list[Finding] = [*scan.findings, *conditional_findings(scan, executed)]
+    for stage in (check, measure, integrity):
+        if stage is not None:
+            findings.extend(stage.findings)
+    flags = tuple(sorted({f.flag for f in findings}))
+    notes = [f.note for f in findings]
+    notes += list(scan.notes) + list(integrity.notes if integrity else ()) + list(baselines.notes if baselines else ())
+    notes += list(ctx.notes)
+
+    check_result = check.result if check else None
+    if failure is not None:
+        status, cause, error = failure.status, failure.cause, failure.error
+    elif check_result is None or not check_result.correct:
+        status, cause = Status.INCORRECT, Cause.NONE
+        error = (check_result.error if check_result else None) or "no correctness result"
+    elif measure is not None and not measure.revalidated:
+        status, cause, error = Status.INCORRECT, Cause.NONE, measure.revalidation_error
+        check_result = CheckResult(**{**check_result.__dict__, "correct": False, "error": error,
+                                      "flags": tuple(sorted(set(check_result.flags) | set(flags)))})
+    elif flags:
+        status, cause, error = Status.SUSPICIOUS, Cause.NONE, "; ".join(notes[:5]) or ", ".join(flags)
+    else:
+        status, cause, error = Status.OK, Cause.NONE, None
+
+    scored = status in (Status.OK, Status.SUSPICIOUS)
+    timing = measure.timing if measure else None
+    times = dict(baselines.times_ms) if baselines else {}
+    cand_ms = timing.median_ms if timing and scored else None
+    speedup = _speedups(times, cand_ms)
+    return Verdict(
+        status=status, correct=bool(check_result and check_result.correct) and scored, flags=flags, error=error,
+        max_abs_err=check_result.max_abs_err if check_result else None,
+        rel_err=check_result.rel_err if check_result else None,
+        ref_ms=times.get("eager"), cand_ms=cand_ms, speedup=speedup,
+        sol_fraction=(sol or {}).get("sol_fraction") if scored else None,
+        problem=ctx.problem, candidate=ctx.candidate, device=ctx.device, baselines_ms=times,
+        build=build, check=check_result, timing=timing, sol=sol if scored else None,
+        phases={k: round(v, 3) for k, v in ctx.phases.items()}, requests=dict(ctx.requests),
+        cause=cause, sandbox=ctx.sandbox, limits={k: round(v, 3) for k, v in ctx.limits.items()},
+        notes=tuple(dict.fromkeys(notes))[:40],
+    )
+
+
+def _speedups(times: Mapping[str, float | None], cand_ms: float | None) -> Speedups:
+    if not cand_ms:
+        return Speedups()
+    ratios = {n: (t / cand_ms if t else None) for n, t in times.items()}
+    present = [t for t in times.values() if t]
+    return Speedups(eager=ratios.get("eager"), compile=ratios.get("compile"),
+                    compile_reduce_overhead=ratios.get("compile_reduce_overhead"), cudagraph=ratios.get("cudagraph"),
+                    best=(min(present) / cand_ms) if present else None)

@@ -1,0 +1,140 @@
+"""Red team: candidates that attack the evaluating process, its neighbours and its numbers.
+
+Each runs through ``hercules eval --device cpu --json`` in a subprocess (real sandbox, real worker
+processes), beside the honest control. The rule for a hostile candidate is the one the evaluation
+core promises: caught (status not ``ok``, or a flag) or not reported faster than 1.5x eager; the
+command always prints exactly one verdict object, written by the parent, within 240 s; nothing the
+candidate started is alive afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "redteam"
+PROBLEM = CORPUS / "problem_matmul.py"
+LIMIT_S = 240
+NOT_FASTER_THAN = 1.5
+
+
+def _eval(name: str, tmp_path: Path, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
+    env["HERCULES_CACHE_DIR"] = str(tmp_path / "cache")
+    env.update(extra_env or {})
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "hercules.cli", "eval", "--problem", str(PROBLEM), "--candidate", str(CORPUS / name),
+         "--device", "cpu", "--json", "--trials", "3", "--budget", "0.1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=LIMIT_S + 60)
+    seconds = time.monotonic() - started
+    context = f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-2000:]}\n--- stderr ---\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, context
+    text = proc.stdout.strip()
+    verdict, end = json.JSONDecoder().raw_decode(text)
+    assert text[end:].strip() == "", f"more than one object on stdout; {context}"
+    assert verdict.get("candidate") != "FORGED-VERDICT", context
+    assert seconds < LIMIT_S, f"took {seconds:.0f} s"
+    return verdict, seconds
+
+
+def _no_process_with(marker: str) -> bool:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if marker in cmdline or marker in comm:
+            return False
+    return True
+
+
+def _caught_or_not_faster(verdict: dict) -> None:
+    status, flags = verdict["status"], verdict["flags"]
+    speedup = (verdict.get("speedup") or {}).get("eager")
+    caught = status != "ok" or bool(flags)
+    assert caught or (speedup is not None and speedup <= NOT_FASTER_THAN), (
+        f"status={status} flags={flags} speedup={speedup} timing={verdict.get('timing')}")
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory) -> dict:
+    verdict, _ = _eval("honest.py", tmp_path_factory.mktemp("honest"))
+    return verdict
+
+
+@pytest.mark.slow
+def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
+    assert honest["status"] == "ok" and honest["flags"] == [], honest.get("error")
+    assert honest["sandbox"]["mechanism"].startswith("bubblewrap") or honest["sandbox"]["reason"]
+    assert honest["timing"]["wall_ms"] > 0 and honest["timing"]["median_ms"] >= honest["timing"]["wall_ms"]
+    assert honest["limits"]["call_s"] >= 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "forged_reply_cpp.py",
+                                  "content_cache.py", "skip_every_other.py"])
+def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path):
+    verdict, _ = _eval(name, tmp_path)
+    _caught_or_not_faster(verdict)
+
+
+@pytest.mark.slow
+def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_with_the_evaluation(tmp_path):
+    verdict, _ = _eval("detached_forger.py", tmp_path)  # _eval asserts one unforged object, exit 0
+    _caught_or_not_faster(verdict)
+    assert _no_process_with("313.7"), "the detached process outlived its evaluation"
+
+
+@pytest.mark.slow
+def test_load_left_behind_cannot_slow_the_baselines(tmp_path):
+    verdict, _ = _eval("load_left_behind.py", tmp_path)
+    _caught_or_not_faster(verdict)
+    assert _no_process_with("hercules-burner"), "the load outlived its evaluation"
+
+
+@pytest.mark.slow
+def test_run_folder_store_and_caches_cannot_be_edited(tmp_path):
+    verdict, _ = _eval("poison_files.py", tmp_path)
+    _caught_or_not_faster(verdict)
+    for path in (tmp_path / "cache").rglob("*.json"):
+        assert "FORGED" not in path.read_text()
+    baselines = list((tmp_path / "cache" / "baselines").glob("*.json"))
+    assert baselines, "the parent wrote the baseline cache"
+    eager = json.loads(baselines[0].read_text())["eager"]
+    assert eager == pytest.approx(verdict["baselines_ms"]["eager"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_other_processes_memory_is_out_of_reach(tmp_path):
+    verdict, _ = _eval("read_other_memory.py", tmp_path)
+    assert verdict["status"] == "incorrect", verdict
+
+
+@pytest.mark.slow
+def test_hung_forward_is_a_timeout_within_the_derived_bound(tmp_path):
+    verdict, seconds = _eval("hang.py", tmp_path)
+    assert verdict["status"] == "timeout" and verdict["cause"] == "timeout", verdict
+    assert verdict["limits"]["first_call_s"] < 120 and seconds < 150
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fork_bomb.py", "memory_bomb.py"])
+def test_bombs_end_as_the_candidates_failure(name, tmp_path):
+    verdict, _ = _eval(name, tmp_path, {"HERCULES_SANDBOX_MEMORY_GB": "2"})
+    assert verdict["status"] == "crash" and verdict["cause"] == "sandbox_refusal", verdict
+
+
+@pytest.mark.slow
+def test_killing_the_parent_is_out_of_reach(tmp_path):
+    verdict, _ = _eval("kill_parent.py", tmp_path)  # one verdict, exit status 0
+    assert verdict["status"] in {"ok", "incorrect", "crash", "runtime_error"}
