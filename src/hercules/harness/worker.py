@@ -419,6 +419,9 @@ class CandidateWorker:
             self.executed = set()
         track_thread_origins(str(self.path))
         self.snapshot = Snapshot.take()
+        # The context's own persisting-L2 limit before the candidate runs (the H200's default is
+        # 11,796,480 bytes, not 0): only a candidate that raises it has set a carve-out.
+        self.persisting_l2_before = _persisting_l2_bytes(self.device)
         start = _perf_counter()
         module = self._traced(lambda: load_module(msg["code"], self.path, "hercules_candidate"))
         self.model = self._traced(lambda: build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"],
@@ -542,7 +545,7 @@ class CandidateWorker:
             "settings": self.snapshot.changed_settings(),
             "neutral_settings": neutral() if neutral else [],
             "threads": self.snapshot.new_threads(),
-            "persisting_l2_bytes": _persisting_l2_bytes(self.device),
+            "persisting_l2_bytes": max(0, _persisting_l2_bytes(self.device) - getattr(self, "persisting_l2_before", 0)),
         }
 
 
