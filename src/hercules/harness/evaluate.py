@@ -98,7 +98,7 @@ CALL_BASE_S = 20.0
 CALL_FACTOR = 100.0
 # The first call may compile (Triton JIT, torch.compile inside the candidate): it gets this much
 # more, extended while a compiler runs in the sandbox.
-FIRST_CALL_EXTRA_S = 60.0
+FIRST_CALL_EXTRA_S = 30.0
 # An import that runs no compiler for this long is hung, whatever the build cap.
 BUILD_IDLE_S = 60.0
 # A device probe this much slower than the best seen means something else was running on it.
