@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import abc
 import os
-import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor

@@ -476,10 +476,8 @@ class _Evaluation:
 
     def _end_candidate(self) -> None:
         worker = self.workers["candidate"]
-        worker.close()
+        worker.close()  # ends the whole sandbox, however its processes detached
         box = worker.sandbox
-        if box is not None and box.alive():
-            box.kill()
         if box is not None and box.alive():
             raise _Abort(Status.CRASH, "processes of the candidate survived the end of its sandbox",
                          Cause.SANDBOX_REFUSAL)

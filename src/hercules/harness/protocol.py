@@ -214,13 +214,6 @@ class IntegrityReply(Reply):
 
 
 @dataclass(frozen=True)
-class SetupReply(Reply):
-    op: ClassVar[str] = "setup"
-    init_inputs: list[Any]
-    param_bytes: int
-
-
-@dataclass(frozen=True)
 class CompareReply(Reply):
     """The figures of one comparison, made in the reference worker on the device."""
 
