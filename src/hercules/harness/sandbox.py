@@ -23,9 +23,15 @@ namespace makes it count the sandbox's own tasks, not every process of the user)
 are set inside by a small Python shim that then execs the command (no ``preexec_fn``: the
 callers are multi-threaded; 7.6 ms per start against 1.4 ms for util-linux ``prlimit`` on the 2-core
 development machine, worth one code path for both modes). The kernel does not enforce
-``RLIMIT_NPROC`` for root, so a watchdog thread sums the tasks and RSS of every sandbox every 50 ms
-and kills a sandbox over its bounds, recording ``breach``. ``/tmp`` and ``/dev/shm`` hold pages no
-process owns, invisible to that sum, so each tmpfs is capped at an eighth of the memory bound.
+``RLIMIT_NPROC`` for root, so a watchdog thread checks every sandbox every 50 ms and kills one over
+its bounds, recording ``breach``. Where this process may make cgroups (root, v1 or v2), each
+sandbox gets its own pids, memory and cpu cgroups, nested under this process's, before its command
+starts (bwrap's ``--block-fd`` holds the command until then): the kernel then refuses forks past
+the bound, counts the tasks and memory (anonymous and shared pages, each once, tmpfs and memfd
+included) that the watchdog reads in one file each, and gives the whole sandbox one task's share of
+the CPU, so a bomb cannot starve the watchdog. Without them the watchdog sums the tasks and RSS
+(PSS once RSS is over) of the sandbox's processes; ``/tmp`` and ``/dev/shm`` hold pages no process
+owns, invisible to that sum, so each tmpfs is capped at an eighth of the memory bound.
 
 Ending: the processes of a sandbox are those in its pid namespace, found by the namespace's inode;
 a child that calls ``setsid`` and double-forks is still one of them. Killing the namespace's init
@@ -44,8 +50,8 @@ count every process of the user), a parent-death signal, the watchdog, and a kil
 its session or seen descending from it (a grandchild that calls ``setsid`` within 50 ms escapes);
 ``SandboxInfo.mechanism`` is ``"none"`` with the reason, and ``warn_if_unsandboxed`` warns once.
 
-Not covered: memory no process maps (a memfd or SysV segment written but never mapped) is outside
-every RSS and escapes the watchdog; only a memory cgroup would see it. As root, the inside runs as
+Not covered: without a memory cgroup, memory no process maps (a memfd or SysV segment written but
+never mapped) is outside every RSS and escapes the watchdog. As root, the inside runs as
 host uid 0 without capabilities, so root-owned files under the read-only binds (``/etc/shadow``)
 are readable.
 """
@@ -218,7 +224,7 @@ def _python_paths() -> list[str]:
 
 def _bwrap_argv(bwrap: str, private_dir: Path, writable: Sequence[Path], readable: Sequence[Path],
                 hidden: Sequence[Path], gpu: bool, limits: SandboxLimits, cwd: Path | None,
-                info_fd: int | None) -> list[str]:
+                info_fd: int | None, block_fd: int | None = None) -> list[str]:
     """The bwrap command line up to and including ``--``. Order matters: bwrap mounts in order."""
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--disable-userns", "--cap-drop", "ALL", "--new-session",
@@ -261,6 +267,8 @@ def _bwrap_argv(bwrap: str, private_dir: Path, writable: Sequence[Path], readabl
     args += ["--remount-ro", "/", "--chdir", str(cwd or private_dir)]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
+    if block_fd is not None:  # the command waits until the parent has put the sandbox in its cgroups
+        args += ["--block-fd", str(block_fd)]
     return args + ["--"]
 
 
@@ -415,52 +423,135 @@ class _Launch:
     namespace: int | None  # inode of the pid namespace, pinned by an open fd while it is watched
 
 
-class _PidsCgroup:
-    """A pids cgroup holding every process of one sandbox, where the host lets us make one.
+class _Cgroups:
+    """Kernel-enforced bounds for one sandbox: a pids cgroup and, where the host has the
+    controller, a memory cgroup; each nested under this process's own cgroup, so a container's
+    limits still apply.
 
     The watchdog alone cannot stop an exponential fork bomb run as root (the kernel does not apply
     RLIMIT_NPROC to uid 0): on the 2-core machine one grew past 7,000 tasks between two looks and
     left the host unusable for minutes. A pids cgroup makes fork fail inside the sandbox at the
-    bound instead. cgroup v1 (``/sys/fs/cgroup/pids``) or v2 (``pids`` in ``cgroup.controllers``);
-    neither writable (an unprivileged user, a locked-down container): None, the watchdog remains.
+    bound instead. The memory cgroup is the backstop for what the RSS watchdog cannot see or
+    catches too late (tmpfs and memfd pages, a bomb faster than its 50 ms look): its limit lies
+    above the watchdog's bound, so the watchdog's report normally comes first, and a kernel OOM
+    kill inside it is reported as a breach. cgroup v1 (``/sys/fs/cgroup/<controller>``) or v2 (the
+    controller enabled in the parent's ``cgroup.subtree_control``); neither writable (an
+    unprivileged user, a locked-down container): no cgroup, the watchdog remains.
     """
 
     _counter = 0
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, paths: dict[str, Path], memory_limit: int):
+        self.paths = paths  # controller -> cgroup folder
+        self.memory_limit = memory_limit
+        self._oom_seen = self.oom_kills()
 
     @classmethod
-    def make(cls, limit: int) -> "_PidsCgroup | None":
-        for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
-            if root.name != "pids" and "pids" not in _read_text(root / "cgroup.controllers"):
+    def make(cls, processes: int, memory_bytes: int) -> "_Cgroups":
+        cls._counter += 1
+        name = f"hercules-{os.getpid()}-{cls._counter}"
+        paths: dict[str, Path] = {}
+        # A cpu cgroup at the default weight: the whole sandbox competes for the CPU as one task
+        # does, however many it runs, so a bomb cannot starve the watchdog or the host.
+        for controller, settings in (("pids", {"pids.max": str(processes)}),
+                                     ("cpu", {"cpu.shares": "1024", "cpu.weight": "100"}),
+                                     ("memory", {"memory.limit_in_bytes": str(memory_bytes),
+                                                 "memory.max": str(memory_bytes)})):
+            parent = _own_cgroup(controller)
+            if parent is None:
                 continue
-            if not (root / "cgroup.procs").exists():
-                continue
-            cls._counter += 1
-            path = root / f"hercules-{os.getpid()}-{cls._counter}"
+            _remove_stale(parent)
+            path = parent / name
             try:
-                path.mkdir()
-                (path / "pids.max").write_text(str(limit))
-                return cls(path)
-            except OSError:
+                path.mkdir(exist_ok=True)
+                written = 0
+                for key, value in settings.items():
+                    if (path / key).exists():
+                        (path / key).write_text(value)
+                        written += 1
+                if not written:
+                    raise OSError(f"no {controller} limit file in {path}")
+                paths[controller] = path
+            except OSError as exc:
+                log.debug("no %s cgroup: %s", controller, exc)
                 with contextlib.suppress(OSError):
                     path.rmdir()
-        return None
+        return cls(paths, memory_bytes)
 
-    def add(self, pids: Iterable[int]) -> bool:
-        moved = False
+    def add(self, pids: Iterable[int]) -> None:
         for pid in pids:
-            try:
-                (self.path / "cgroup.procs").write_text(str(pid))
-                moved = True
-            except OSError:
-                pass
-        return moved
+            for path in self.paths.values():
+                with contextlib.suppress(OSError):
+                    (path / "cgroup.procs").write_text(str(pid))
+
+    def tasks(self) -> int | None:
+        """Processes and threads in the pids cgroup now (one file read, no /proc scan)."""
+        path = self.paths.get("pids")
+        text = _read_text(path / "pids.current").strip() if path is not None else ""
+        return int(text) if text.isdigit() else None
+
+    def memory_in_use(self) -> int | None:
+        """Anonymous and shared-memory bytes charged to the memory cgroup: what RSS would count,
+        each page once however many processes map it, tmpfs and memfd pages included."""
+        path = self.paths.get("memory")
+        if path is None:
+            return None
+        stat = dict(line.split(" ", 1) for line in _read_text(path / "memory.stat").splitlines() if " " in line)
+        keys = ("anon", "shmem") if "anon" in stat else ("total_rss", "total_shmem") if "total_rss" in stat \
+            else ("rss", "shmem")
+        values = [stat.get(key, "").strip() for key in keys]
+        return sum(int(v) for v in values if v.isdigit()) if any(v.isdigit() for v in values) else None
+
+    def oom_kills(self) -> int:
+        """Processes the kernel's OOM killer ended inside the memory cgroup so far."""
+        path = self.paths.get("memory")
+        if path is None:
+            return 0
+        for name in ("memory.events", "memory.oom_control"):
+            for line in _read_text(path / name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        return 0
+
+    def oom_killed(self) -> bool:
+        return self.oom_kills() > self._oom_seen
 
     def remove(self) -> None:
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+        for path in self.paths.values():
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+
+def _memory_breach(used: int, bound: int) -> str:
+    return f"host memory {used / 1e9:.1f} GB over the {bound / 1e9:.1f} GB bound"
+
+
+def _remove_stale(parent: Path) -> None:
+    """Empty cgroups left by evaluating processes that are gone (one killed before its cleanup)."""
+    for path in parent.glob("hercules-*-*"):
+        owner = path.name.split("-")[1]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # refused while processes are left inside
+
+
+def _own_cgroup(controller: str) -> Path | None:
+    """The folder of this process's cgroup for one controller (v1 hierarchy or the v2 one)."""
+    root = Path("/sys/fs/cgroup")
+    for line in _read_text(Path("/proc/self/cgroup")).splitlines():
+        number, controllers, relative = line.split(":", 2)
+        relative = relative.lstrip("/")
+        if number == "0" and controllers == "":
+            for base in (root / "unified", root):
+                folder = base / relative
+                if controller in _read_text(folder / "cgroup.subtree_control").split():
+                    return folder
+        elif controller in controllers.split(","):
+            folder = root / controllers / relative
+            if (folder / "cgroup.procs").exists():
+                return folder
+    return None
 
 
 def _read_text(path: Path) -> str:
@@ -483,7 +574,7 @@ class Sandbox:
         self.limits = limits or SandboxLimits.default()
         self.gpu = gpu
         self.info, self._bwrap = _probe()
-        self.breach: str | None = None
+        self._breach: str | None = None
         self._lock = threading.Lock()
         self._launches: list[_Launch] = []
         # Namespace inodes are reused as soon as a namespace is freed (the same number came back on
@@ -493,7 +584,17 @@ class Sandbox:
         self._killed = False
         self._pss_at = 0.0
         self._pss_over = False
-        self._cgroup: _PidsCgroup | None = None
+        self._cgroups: _Cgroups | None = None
+
+    @property
+    def breach(self) -> str | None:
+        """Why the sandbox was ended for a bound, if it was: the watchdog's finding, or a kernel
+        OOM kill inside the memory cgroup (read when asked: the worker's death may be seen
+        before the watchdog's next look)."""
+        if self._breach is None and self._cgroups is not None and self._cgroups.oom_killed():
+            self._breach = (f"host memory over the {self._cgroups.memory_limit / 1e9:.1f} GB cgroup limit "
+                            "(the kernel's OOM killer ended a process inside)")
+        return self._breach
 
     # -- starting ----------------------------------------------------------------------------
     def popen(self, argv: list[str], *, env: dict[str, str], pass_fds: Sequence[int] = (), stdout=None,
@@ -523,19 +624,31 @@ class Sandbox:
                 start_new_session=True)
             return _Launch(popen, None, None)
         read_end, write_end = os.pipe()
+        go_read, go_write = os.pipe()
         try:
             try:
                 command = _bwrap_argv(self._bwrap, self.private_dir, self.writable, self.readable, self.hidden,
-                                      self.gpu, self.limits, cwd, write_end)
+                                      self.gpu, self.limits, cwd, write_end, go_read)
                 popen = _SandboxedPopen(
                     command + _shim(self.limits, nproc=True, parent=0) + argv, env=env,
-                    pass_fds=(*pass_fds, write_end), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                    cwd=self.private_dir)
+                    pass_fds=(*pass_fds, write_end, go_read), stdin=subprocess.DEVNULL, stdout=stdout,
+                    stderr=stderr, cwd=self.private_dir)
             finally:
                 os.close(write_end)
+                os.close(go_read)
             info = _read_info(read_end, timeout_s=30.0)
+            launch = self._confine(popen, info)
         finally:
             os.close(read_end)
+            # The command starts only now (bwrap's --block-fd): every process it forks is born
+            # inside the cgroups. Without the wait, a command that bwrap's init forked before the
+            # parent moved the init escaped them: a fork bomb grew to 6,000 tasks and 16 GB.
+            with contextlib.suppress(OSError):
+                os.write(go_write, b"1")
+            os.close(go_write)
+        return launch
+
+    def _confine(self, popen: subprocess.Popen, info: dict | None) -> "_Launch":
         if info is None or "pid-namespace" not in info:  # bwrap failed early; its error went to stderr
             return _Launch(popen, None, None)
         init_pid, inode = int(info["child-pid"]), int(info["pid-namespace"])
@@ -548,14 +661,15 @@ class Sandbox:
             return _Launch(popen, None, None)
         with self._lock:
             self._pinned[inode] = fd
-        # Into a pids cgroup before the candidate's code starts (Python is still importing): every
-        # process forked inside from now on is counted against the bound by the kernel.
-        if self._cgroup is None:
-            # Above the watchdog's bound, as RLIMIT_NPROC is: a bomb the kernel holds back at the
+        # Into the cgroups before the command starts (it waits on bwrap's --block-fd): every
+        # process forked inside is counted against the bounds by the kernel.
+        if self._cgroups is None:
+            # Above the watchdog's bounds, as RLIMIT_NPROC is: a bomb the kernel holds back at the
             # cgroup's bound is still seen over the watchdog's and ended as a breach.
-            self._cgroup = _PidsCgroup.make(self.limits.processes + 16)
-        if self._cgroup is not None:
-            self._cgroup.add([popen.pid, init_pid, *self._members(self._by_namespace())])
+            self._cgroups = _Cgroups.make(self.limits.processes + 16,
+                                          self.limits.memory_bytes + max(self.limits.memory_bytes // 4, 512 << 20))
+        self._cgroups.add([popen.pid, init_pid])
+        self._cgroups.add(self._members(self._by_namespace()))
         return _Launch(popen, init_pid, inode)
 
     # -- looking inside ------------------------------------------------------------------------
@@ -669,8 +783,8 @@ class Sandbox:
             left = self._members(by_namespace)
             if not left and all(launch.popen.returncode is not None for launch in launches):
                 self._release(by_namespace)
-                if self._cgroup is not None:
-                    self._cgroup.remove()
+                if self._cgroups is not None:
+                    self._cgroups.remove()
                 return
             if time.monotonic() > deadline:
                 log.warning("sandbox processes %s survive SIGKILL after %.0f s", left, _KILL_DEADLINE_S)
@@ -678,6 +792,22 @@ class Sandbox:
             time.sleep(0.01)
 
     # -- the watchdog --------------------------------------------------------------------------
+    def _check_counters(self) -> None:
+        """The kernel's counters, read before any /proc scan: under a fork bomb held at its
+        cgroup's bound (500 runnable tasks on 2 cores) a scan took the watchdog up to 150 s;
+        the counter is one read."""
+        if self._cgroups is None or self._killed:
+            return
+        counted = self._cgroups.tasks()
+        used = self._cgroups.memory_in_use()
+        if counted is not None and counted > self.limits.processes:
+            self._breach = f"{counted} processes and threads over the bound of {self.limits.processes}"
+        elif used is not None and used > self.limits.memory_bytes:
+            self._breach = _memory_breach(used, self.limits.memory_bytes)
+        if self.breach:
+            log.warning("sandbox %s: %s; killing it", self.private_dir, self._breach)
+            self._signal_all(())  # killing each namespace's init ends everything in it
+
     def _watch(self, by_namespace: dict[int, list[int]], table: dict[int, _Stat] | None) -> int | None:
         """One watchdog look: None while the sandbox needs watching, else how many launches it saw
         (a launch started since then keeps it watched)."""
@@ -695,13 +825,16 @@ class Sandbox:
             if members:
                 self._signal_all(members)
             return active
+        counted = set(self._cgroups.paths) if self._cgroups is not None else set()
+        if {"pids", "memory"} <= counted:
+            return active  # the kernel's counters cover both bounds (_check_counters)
         stats = [stat for pid in members if (stat := _read_stat(pid)) is not None]
         tasks = sum(stat.threads for stat in stats)
         rss = sum(stat.rss_pages for stat in stats) * _PAGE
         breach = None
-        if tasks > self.limits.processes:
+        if tasks > self.limits.processes and "pids" not in counted:
             breach = f"{tasks} processes and threads over the bound of {self.limits.processes}"
-        elif rss > self.limits.memory_bytes:
+        elif rss > self.limits.memory_bytes and "memory" not in counted:
             # The same library pages count once per process in RSS (4 CPU torch processes: 1144 MB
             # RSS, 737 MB PSS); proportional set size splits them between their sharers.
             now = time.monotonic()
@@ -710,9 +843,9 @@ class Sandbox:
                 pss = _pss_bytes(members)
                 self._pss_over = (pss if pss is not None else rss) > self.limits.memory_bytes
             if self._pss_over:
-                breach = f"host memory {rss / 1e9:.1f} GB over the {self.limits.memory_bytes / 1e9:.1f} GB bound"
+                breach = _memory_breach(rss, self.limits.memory_bytes)
         if breach:
-            self.breach = breach
+            self._breach = breach
             log.warning("sandbox %s: %s; killing it", self.private_dir, breach)
             self._signal_all(members)
         return active
@@ -743,6 +876,8 @@ class _Monitor:
                 if not boxes:
                     self._thread = None
                     return
+            for box in boxes:
+                box._check_counters()
             inodes = {inode for box in boxes for inode in box._pinned_inodes()}
             by_namespace = _scan_namespaces(inodes) if inodes else {}
             table = _process_table() if any(box._bwrap is None for box in boxes) else None
