@@ -5,7 +5,9 @@ About 5.5 minutes on two cores (35 instances; the four KernelBench candidates wh
 compile take 85-105 s each in the compile-only check). On a CPU machine nothing built can run, so
 no fixer can pass. A null fixer's broken file is either a build error, with the compiler's or the
 static check's own words as its reason, or it compiled, and then it is ``untested``, never a pass.
-A second identical run resumes: every round is read back, nothing is rebuilt."""
+A second identical run resumes: every round is read back, nothing is rebuilt. Every row says
+whether its instance was reproduced here (the broken file fails to build, the reference builds)
+and, if not, why; pass@k is over the reproduced ones."""
 
 from __future__ import annotations
 
@@ -47,9 +49,17 @@ def test_two_fixers_two_protocols_on_every_compile_error_instance(tmp_path):
     assert len(tasks) == len(expected) * 2 * 2
     assert {t["task_id"] for t in tasks} == expected
     for t in tasks:
-        assert {"task_id", "labelled_category", "classified_category", "passed"} <= set(t)
+        assert {"task_id", "labelled_category", "classified_category", "passed", "reproduced",
+                "not_reproduced_why"} <= set(t)
         assert t["labelled_category"] == "compile_error"
         assert t["passed"] is False  # nothing runs on a CPU machine
+        # reproduced on CPU: the broken file fails to build (and the reference does not); otherwise why not
+        assert (t["reproduced"] is True) == (t["not_reproduced_why"] is None), t
+        if t["fixer"] == "null":  # the broken file: its row is the reproduction's own observation
+            if t["reproduced"]:
+                assert t["classified_category"] == "build", t
+            elif t["classified_category"] == "build":  # e.g. a library header this machine lacks
+                assert t["reproduction_status"] in ("corpus_defect", "untested"), t
         assert t["classified_category"] in ("build", "untested"), t
         if t["classified_category"] == "build":
             assert t["subtype"] in BUILD_SUBTYPES and t["reason"], t
@@ -64,9 +74,14 @@ def test_two_fixers_two_protocols_on_every_compile_error_instance(tmp_path):
     # the two-round protocol on an unchanged file: the same code twice, the same outcome twice
     two = [t for t in null if t["protocol"].startswith("n=2")]
     assert all({"duplicate_code", "no_progress"} <= set(t["stagnation"]) for t in two)
+    reproduced = {t["task_id"] for t in null if t["reproduced"]}
+    assert reproduced and {m["tasks"] for m in summary["pass_at_k"]} == {len(reproduced)}
+    assert summary["reproduction"]["excluded_tasks"] == len(expected) - len(reproduced)
+    assert {e["task_id"] for e in summary["reproduction"]["excluded"]} == expected - reproduced
     labels = {m["label"] for m in summary["pass_at_k"]}
     assert any(lbl.startswith("pass@2(M=null, C=cudabeaver, A=n=2,iter=2,fb=evidence") for lbl in labels)
-    assert {m["p"] for m in summary["pass_at_k"]} == {0.0, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0}
+    assert {m["p"] for m in summary["pass_at_k"]} == {0.0, 0.3, 0.5, 0.7, 0.9, 1.0, 1.5, 2.0}
+    assert all(set(r["values"]) == {"0", "0.5", "0.7", "0.9", "1"} for r in summary["p_sweep"])
     assert all(m["value"] == 0.0 for m in summary["pass_at_k"])
     assert (out / "report.md").is_file() and "<table>" in (out / "report.html").read_text()
     assert (out / "results.sqlite").is_file()

@@ -193,3 +193,42 @@ def test_profile_feedback_carries_the_core_measurements(tmp_path):
     shown = {fb: render_messages(FixRequest(inst, code, Protocol.parse(f"fb={fb},hist=1"), rounds=rounds))[1]["content"]
              for fb in ("evidence", "profile")}
     assert metrics in shown["profile"] and metrics not in shown["evidence"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_http_fixer_end_to_end_through_the_cli(tmp_path):
+    """``hercules debug run --fixer http`` against a local OpenAI-compatible server that plays
+    recorded answers (scripted: no model behind it), on a reproduced compile-error instance on CPU:
+    round 1 answers a file that does not compile, round 2 (which sees round 1's build log) the
+    instance's reference, which builds (untested on CPU, never a pass)."""
+    import json
+    import os
+
+    name = "cuda_227__compile_error__d12728ed"
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS / name, corpus / name)
+    inst = load_instance(corpus / name)
+    with scripted.ScriptedServer() as server:
+        server.play(scripted.Scripted(content="Try this:\n```cuda\n__global__ void k( { }\n```\n"),
+                    scripted.Scripted(content=f"Now fixed:\n```cuda\n{inst.reference_code()}```\n"))
+        env = dict(os.environ, HERCULES_CACHE_DIR=str(tmp_path / "cache"), HERCULES_LLM_API_KEY="")
+        proc = subprocess.run(
+            [sys.executable, "-m", "hercules.debug.cli", "run", "--corpus", str(corpus), "--device", "cpu",
+             "--fixer", "http", "--base-url", server.base_url, "--model", "scripted", "--protocol",
+             "n=1,iter=2,fb=log,p=0.7", "--out", str(tmp_path / "run"), "--json"],
+            capture_output=True, text=True, timeout=300, check=False, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = list(server.requests)
+    summary = json.loads(proc.stdout)
+    (row,) = summary["tasks"]
+    assert row["fixer"] == "http:scripted" and row["reproduced"] is True and row["rounds"] == 2
+    assert row["classified_category"] == "untested" and row["passed"] is False
+    assert len(requests) == 2 and all(r["path"] == "/v1/chat/completions" for r in requests)
+    assert all(r["json"]["model"] == "scripted" for r in requests)
+    first, second = (r["json"]["messages"][-1]["content"] for r in requests)
+    assert inst.broken_code().strip()[:300] in first and "Earlier round" not in first  # the task as given
+    log = second.split("Earlier round 1: build/test log")[1]
+    assert "__global__ void k( { }" in second and "error" in log  # round 1's code and its real nvcc log
+    rounds = sorted((tmp_path / "run").glob(f"attempts/*/*/{name}/s0/i*/result.json"))
+    assert [json.loads(p.read_text())["category"] for p in rounds] == ["build", "untested"]
+    assert json.loads(rounds[1].read_text())["code_hash"] != json.loads(rounds[0].read_text())["code_hash"]

@@ -4,10 +4,15 @@
     hercules debug run --corpus DIR --fixer null --category compile_error --device cpu --out RUN --json
     hercules debug run --fixer replay --fixer degenerate --protocol n=1,iter=1 --protocol n=2,iter=2,fb=evidence
     hercules debug run --fixer http --base-url http://127.0.0.1:8000/v1 --model M --protocol n=4,T=0.8
+    hercules debug validate --corpus DIR --category compile_error --device cpu --json
     hercules debug report RUN
 
 With ``--json`` exactly one JSON object goes to stdout; progress goes to stderr. A run resumes
 where it stopped when given the same ``--out``.
+
+``run`` first reproduces every instance (``reproduce``: the broken file and the reference through
+the instance's own commands, cached per instance and toolchain) and scores pass@k over the
+reproduced instances only; ``--all`` scores every instance.
 """
 
 from __future__ import annotations
@@ -111,6 +116,69 @@ def write_reports(run_dir: Path, summary: dict) -> str:
     return text
 
 
+def _reproductions(instances, tc, opts, jobs, gpu_lock=None):
+    """Every instance's reproduction (cached under the cache dir), progress on stderr."""
+    from hercules.debug.reproduce import ReproductionCache, default_cache_root, progress_line, reproduce_all
+
+    cache = ReproductionCache(default_cache_root(opts.cache_dir))
+
+    def progress(done, total, rep):
+        click.echo("reproduce " + progress_line(done, total, rep), err=True)
+
+    return reproduce_all(instances, tc, opts, cache, jobs, progress, gpu_lock)
+
+
+def _toolchain_and_options(device, build_timeout, test_timeout, budget):
+    from hercules.debug.attempt import RunOptions
+    from hercules.debug.toolchain import toolchain
+    from hercules.harness.build import default_cache_dir
+
+    cache = default_cache_dir()
+    tc = toolchain(device, cache)
+    if device == "cuda" and not tc.gpu_present:
+        raise click.UsageError("--device cuda: no GPU found")
+    return tc, RunOptions(device=device, build_timeout_s=build_timeout, test_timeout_s=test_timeout,
+                          timing_budget_s=budget, cache_dir=cache)
+
+
+def validation_summary(load, reproductions, tc) -> dict:
+    from hercules.debug.reproduce import counts, toolchain_identity
+
+    identity, device, _ = toolchain_identity(tc)
+    return {"corpus": str(load.root), "toolchain": identity, "device": device,
+            "instances": [r.row() for r in reproductions], "counts": counts(reproductions),
+            "malformed": [{"path": str(p.path), "error": p.message} for p in load.problems]}
+
+
+@debug_group.command("validate")
+@_corpus_option
+@_filters
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True)
+@click.option("--jobs", type=int, default=2, show_default=True, help="instances validated in parallel")
+@click.option("--build-timeout", type=float, default=300.0, show_default=True)
+@click.option("--test-timeout", type=float, default=180.0, show_default=True)
+@click.option("--budget", type=float, default=0.3, show_default=True, help="core timing budget per candidate, s")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+def validate_command(corpus_dir, family, category, difficulty, task, limit, device, jobs, build_timeout,
+                     test_timeout, budget, as_json):
+    """Reproduce each instance: its broken file and its reference through the instance's own build
+    and test commands on this device, compared with its label (cached per instance and toolchain)."""
+    if jobs < 1 or build_timeout <= 0 or test_timeout <= 0 or budget <= 0:
+        raise click.UsageError("--jobs, --build-timeout, --test-timeout and --budget must be positive")
+    load, instances = _load(corpus_dir, family, category, difficulty, task, limit)
+    if not instances:
+        raise click.UsageError("no instance matches the filters")
+    tc, opts = _toolchain_and_options(device, build_timeout, test_timeout, budget)
+    summary = validation_summary(load, _reproductions(instances, tc, opts, jobs), tc)
+    if as_json:
+        click.echo(json.dumps(summary, default=str))
+        return
+    for row in summary["instances"]:
+        click.echo(f"{row['task_id']:60s} {row['status']:15s} {row['not_reproduced_why'] or ''}")
+    for cat, c in summary["counts"]["by_category"].items():
+        click.echo(f"{cat}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+
+
 @debug_group.command("run")
 @_corpus_option
 @_filters
@@ -129,17 +197,17 @@ def write_reports(run_dir: Path, summary: dict) -> str:
 @click.option("--base-url", default=None, help="http fixer: OpenAI-compatible base URL (or HERCULES_LLM_BASE_URL)")
 @click.option("--model", default=None, help="http fixer: model name (or HERCULES_LLM_MODEL)")
 @click.option("--api-key", default=None, help="http fixer: API key (or HERCULES_LLM_API_KEY)")
+@click.option("--all", "score_all", is_flag=True,
+              help="score pass@k over every instance (default: only the instances reproduced here)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (summary) on stdout")
 def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_names, protocol_specs, ks, device,
-                run_dir, jobs, build_timeout, test_timeout, budget, base_url, model, api_key, as_json):
+                run_dir, jobs, build_timeout, test_timeout, budget, base_url, model, api_key, score_all, as_json):
     """Run fixers over the corpus under one or more protocols; write RUN/summary.json and reports."""
-    from hercules.debug.attempt import RunOptions
     from hercules.debug.protocol import Protocol
     from hercules.debug.report import summarise
+    from hercules.debug.reproduce import reusable_outcomes
     from hercules.debug.runner import Benchmark
     from hercules.debug.store import DebugStore, write_json_atomic
-    from hercules.debug.toolchain import toolchain
-    from hercules.harness.build import default_cache_dir
 
     try:
         protocols = [Protocol.parse(s) for s in protocol_specs]
@@ -154,18 +222,19 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
         raise click.UsageError("no instance matches the filters")
     fixers = _fixers(fixer_names, base_url, model, api_key)
     run_dir = run_dir or Path("runs") / f"debug-{datetime.now():%Y%m%d-%H%M%S}"
-    cache = default_cache_dir()
-    tc = toolchain(device, cache)
-    if device == "cuda" and not tc.gpu_present:
-        raise click.UsageError("--device cuda: no GPU found")
-    opts = RunOptions(device=device, build_timeout_s=build_timeout, test_timeout_s=test_timeout,
-                      timing_budget_s=budget, cache_dir=cache)
+    tc, opts = _toolchain_and_options(device, build_timeout, test_timeout, budget)
     store = DebugStore(run_dir)
     write_json_atomic(run_dir / "run.json", {
         "corpus": str(load.root), "fixers": list(fixers), "protocols": [p.describe() for p in protocols],
         "device": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}",
-        "tasks": [i.task_id for i in instances]})
+        "tasks": [i.task_id for i in instances], "scored": "all" if score_all else "reproduced"})
     bench = Benchmark(store, tc, opts, fixers, protocols, jobs)
+    # Reproduction first (cached): its deterministic outcomes (build failures, untestable builds)
+    # are the outcomes of the same code in this run, so a fixer that returns the broken file or the
+    # reference does not build it again.
+    reproductions = _reproductions(instances, tc, opts, jobs, bench.gpu_lock)
+    write_json_atomic(run_dir / "reproduction.json", validation_summary(load, reproductions, tc))
+    bench.reuse_outcomes(reusable_outcomes(reproductions))
     total = len(fixers) * sum(p.attempts for p in protocols) * len(instances)
     from rich.console import Console
     from rich.progress import (
@@ -190,7 +259,7 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
 
         trajectories = bench.run(instances, tick)
     store.close()
-    summary = summarise(trajectories, load.root.name, ks)
+    summary = summarise(trajectories, load.root.name, ks, reproductions, score_all)
     summary["run_dir"] = str(run_dir)
     summary["device"] = {"requested": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}"}
     write_reports(run_dir, summary)
@@ -248,7 +317,13 @@ def _summary_from_store(run_dir: Path, corpus_dir: Path | None, ks) -> dict:
                                                        [Protocol.parse(p) for p in meta["protocols"]])
     finally:
         store.close()
-    summary = summarise(trajectories, load.root.name, ks)
+    reproductions = None
+    if (run_dir / "reproduction.json").is_file():
+        from hercules.debug.reproduce import Reproduction
+
+        reproductions = [Reproduction.from_json(r) for r in
+                         json.loads((run_dir / "reproduction.json").read_text())["instances"]]
+    summary = summarise(trajectories, load.root.name, ks, reproductions, meta.get("scored") == "all")
     summary["run_dir"] = str(run_dir)
     summary["device"] = {"requested": meta.get("device"), "gpu_present": meta.get("gpu_present"),
                          "arch": meta.get("arch")}

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-P_SWEEP = (0.0, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)
+P_SWEEP = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0, 1.5, 2.0)
+HEADLINE_P = (0.0, 0.5, 0.7, 0.9, 1.0)  # the report's first table: how much the gate moves the score
 
 _CUSTOM_KERNEL = re.compile(r"__global__|load_inline\s*\(|cpp_extension\.load\s*\(|@\s*triton\.jit|"
                             r"cuda_sources\s*=")

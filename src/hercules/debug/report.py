@@ -1,4 +1,10 @@
-"""Summary (JSON), markdown and HTML reports of a debug run."""
+"""Summary (JSON), markdown and HTML reports of a debug run.
+
+pass@k is scored over the instances reproduced on this machine (``reproduce``) unless the run was
+asked for ``--all``; the excluded ones are listed with their reasons. The headline is the p-sweep:
+pass@k at gates p = 0, 0.5, 0.7, 0.9, 1.0 per fixer, protocol and labelled category, re-scored
+from the stored rounds' gate records (correct, speedup) -- nothing is run again for it.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from hercules.debug.classifier import LABEL_OF
-from hercules.debug.gate import P_SWEEP
+from hercules.debug.gate import HEADLINE_P, P_SWEEP
 from hercules.debug.metrics import PassAtK, breakdown, mean_pass_at_k
 from hercules.debug.runner import Trajectory
 
 
-def _task_entry(group: list[Trajectory]) -> dict[str, Any]:
+def _task_entry(group: list[Trajectory], rep: Any = None) -> dict[str, Any]:
     first = group[0]
     final = first.final
     p = first.protocol.p
@@ -28,33 +34,70 @@ def _task_entry(group: list[Trajectory]) -> dict[str, Any]:
         "speedup": final["gate"]["speedup"], "timing_method": final["gate"]["method"],
         "degeneration": final["degeneration"], "stagnation": sorted({m for t in group for m in t.modes}),
         "rounds": len(final and first.rounds), "notes": final["outcome"].get("notes", []),
+        "reproduced": rep.reproduced if rep is not None else None,
+        "reproduction_status": rep.status if rep is not None else "not_validated",
+        "not_reproduced_why": (rep.not_reproduced_why if rep is not None
+                               else "not validated: the run has no reproduction stage"),
     }
 
 
-def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int] = (1,)) -> dict[str, Any]:
+def _sweep(task_groups: list[list[Trajectory]], k: int, p: float) -> float:
+    return mean_pass_at_k([(len(g), sum(t.passes(p) for t in g)) for g in task_groups], k)
+
+
+def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int] = (1,),
+              reproductions: Sequence[Any] | None = None, score_all: bool = False) -> dict[str, Any]:
+    """The run's summary. With ``reproductions`` (``reproduce.Reproduction`` records) pass@k is over
+    the reproduced instances only, unless ``score_all``; without them every instance is scored."""
+    reps = {r.task_id: r for r in reproductions} if reproductions is not None else None
+
+    def scored(task_id: str) -> bool:
+        if score_all or reps is None:
+            return True
+        rep = reps.get(task_id)
+        return rep is not None and rep.reproduced is True
+
     groups: dict[tuple[str, str, str], list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[(t.fixer, t.protocol.describe(), t.instance.task_id)].append(t)
-    tasks = [_task_entry(g) for g in groups.values()]
+    tasks = [_task_entry(g, reps.get(g[0].instance.task_id) if reps is not None else None) for g in groups.values()]
     by_arm: dict[tuple[str, str], list[list[Trajectory]]] = defaultdict(list)
-    for (fixer, proto, _), g in groups.items():
-        by_arm[(fixer, proto)].append(g)
+    for (fixer, proto, task_id), g in groups.items():
+        if scored(task_id):
+            by_arm[(fixer, proto)].append(g)
+    arm_keys = sorted({(f, p) for f, p, _ in groups})
     metrics: list[dict[str, Any]] = []
     arms: list[dict[str, Any]] = []
-    for (fixer, proto), task_groups in sorted(by_arm.items()):
-        entries = [e for e in tasks if e["fixer"] == fixer and e["protocol"] == proto]
+    sweep: list[dict[str, Any]] = []
+    for fixer, proto in arm_keys:
+        task_groups = by_arm.get((fixer, proto), [])
+        entries = [e for e in tasks if e["fixer"] == fixer and e["protocol"] == proto and scored(e["task_id"])]
+        protocol = next(t.protocol for t in trajectories if t.fixer == fixer and t.protocol.describe() == proto)
         for k in ks:
             if any(len(g) < k for g in task_groups):
                 continue
             for p in P_SWEEP:
-                value = mean_pass_at_k([(len(g), sum(t.passes(p) for t in g)) for g in task_groups], k)
+                value = _sweep(task_groups, k, p)
                 m = PassAtK(k, fixer, corpus, proto, p, value, len(task_groups))
                 metrics.append({"label": m.label, "k": k, "fixer": fixer, "corpus": corpus, "protocol": proto,
                                 "p": p, "value": value, "tasks": m.tasks})
+            by_cat: dict[str, list[list[Trajectory]]] = defaultdict(list)
+            for g in task_groups:
+                by_cat[g[0].instance.category].append(g)
+            for cat, cat_groups in [*sorted(by_cat.items()), ("all", task_groups)]:
+                sweep.append({
+                    "fixer": fixer, "protocol": proto, "k": k, "category": cat, "tasks": len(cat_groups),
+                    "values": {f"{p:g}": _sweep(cat_groups, k, p) for p in HEADLINE_P},
+                    # trajectories stop at their first pass at the protocol's own p: above it, rounds
+                    # that might have passed the higher gate were not run (a lower bound)
+                    "lower_bound_above_p": protocol.p if protocol.iterations > 1 else None,
+                })
         labelled = [e for e in entries if e["classified_label"] is not None or e["labelled_category"]]
         agree = sum(e["classified_label"] == e["labelled_category"] for e in labelled)
         arms.append({
             "fixer": fixer, "protocol": proto, "tasks": len(entries),
+            "excluded_tasks": sum(1 for e in tasks if e["fixer"] == fixer and e["protocol"] == proto
+                                  and not scored(e["task_id"])),
             "passed": sum(e["passed"] for e in entries),
             "label_agreement": agree / len(labelled) if labelled else None,
             "by_labelled_category": breakdown((e["labelled_category"], e["passed"]) for e in entries),
@@ -63,7 +106,29 @@ def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int]
             "stagnation": dict(Counter(m for e in entries for m in e["stagnation"])),
             "degeneration": dict(Counter(d.split(":")[0] for e in entries for d in e["degeneration"])),
         })
-    return {"corpus": corpus, "arms": arms, "pass_at_k": metrics, "tasks": tasks}
+    summary: dict[str, Any] = {"corpus": corpus, "p_sweep": sweep, "arms": arms, "pass_at_k": metrics,
+                               "tasks": tasks}
+    task_ids = sorted({t.instance.task_id for t in trajectories})
+    labels = {t.instance.task_id: t.instance.category for t in trajectories}
+    if reps is None:
+        summary["reproduction"] = {"scored": "all", "validated": False, "scored_tasks": len(task_ids),
+                                   "excluded_tasks": 0, "excluded": []}
+    else:
+        from hercules.debug.reproduce import counts
+
+        excluded = [{"task_id": i, "labelled_category": labels[i],
+                     "status": reps[i].status if i in reps else "not_validated",
+                     "why": reps[i].not_reproduced_why if i in reps else "not validated"}
+                    for i in task_ids if not (i in reps and reps[i].reproduced is True)]
+        summary["reproduction"] = {
+            "scored": "all" if score_all else "reproduced", "validated": True,
+            "scored_tasks": sum(scored(i) for i in task_ids),
+            "excluded_tasks": 0 if score_all else len(excluded),
+            "not_reproduced_tasks": len(excluded),
+            "counts": counts([reps[i] for i in task_ids if i in reps]),
+            "excluded": excluded,
+        }
+    return summary
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -83,7 +148,9 @@ def markdown(summary: dict[str, Any]) -> str:
                  "pass@k is over the finished ones)." if partial["unfinished_trajectories"] else
                  f"Summarised from the stored rounds (the run stopped before writing its summary): "
                  f"all {partial['finished_trajectories']} trajectories finished."), ""]
-    out += ["## pass@k sweep", ""]
+    out += _sweep_markdown(summary)
+    out += _reproduction_markdown(summary)
+    out += ["## pass@k sweep (every gate)", ""]
     out.append(_table(["pass@k(M, C, A, p)", "value", "tasks"],
                       [(m["label"], m["value"], m["tasks"]) for m in summary["pass_at_k"]]))
     for arm in summary["arms"]:
@@ -97,11 +164,59 @@ def markdown(summary: dict[str, Any]) -> str:
                 "", (f"classified: {arm['classified']}; stagnation: {arm['stagnation']}; "
                      f"degeneration: {arm['degeneration']}")]
     out += ["", "## Tasks", ""]
-    out.append(_table(["fixer", "task", "label", "classified", "subtype", "passed", "speedup", "degeneration", "why"],
-                      [(t["fixer"], t["task_id"], t["labelled_category"], t["classified_category"], t["subtype"],
-                        t["passed"], t["speedup"] if t["speedup"] is not None else "-",
+    out.append(_table(["fixer", "task", "label", "reproduced", "classified", "subtype", "passed", "speedup",
+                       "degeneration", "why"],
+                      [(t["fixer"], t["task_id"], t["labelled_category"],
+                        {True: "yes", False: "no", None: "untested"}[t.get("reproduced")],
+                        t["classified_category"], t["subtype"], t["passed"], t["speedup"] if t["speedup"] is not None else "-",
                         ",".join(t["degeneration"]) or "-", t["reason"][:160]) for t in summary["tasks"]]))
     return "\n".join(out) + "\n"
+
+
+def _sweep_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = summary.get("p_sweep") or []
+    repro = summary.get("reproduction") or {}
+    over = ("the instances reproduced on this machine" if repro.get("scored") == "reproduced"
+            else "every instance (--all)" if repro.get("validated") else "every instance (no reproduction stage)")
+    out = ["## pass@k against the performance gate p (p-sweep)", "",
+           f"pass@k(M, C, A, p) per fixer M, protocol A and labelled failure category, over {over}; "
+           "re-scored from the stored rounds (a repair passes at p when it is correct and its speedup "
+           "over the reference, timed the same way, is at least p).", ""]
+    if not rows:
+        return out + ["(no scored instance)", ""]
+    heads = [f"p={p:g}" for p in HEADLINE_P]
+
+    def cell(row, p):
+        value = row["values"][f"{p:g}"]
+        bound = row["lower_bound_above_p"]
+        return f">={value:.3f}" if bound is not None and p > bound else f"{value:.3f}"
+
+    out.append(_table(["M", "A", "k", "category", "tasks", *heads],
+                      [(r["fixer"], r["protocol"], r["k"], r["category"], r["tasks"], *(cell(r, p) for p in HEADLINE_P))
+                       for r in rows]))
+    if any(r["lower_bound_above_p"] is not None for r in rows):
+        out += ["", "`>=`: above the protocol's own p, an attempt stopped at its first pass at that p, so later "
+                "rounds that might pass the higher gate were not run: a lower bound."]
+    return out + [""]
+
+
+def _reproduction_markdown(summary: dict[str, Any]) -> list[str]:
+    repro = summary.get("reproduction") or {}
+    if not repro.get("validated"):
+        return []
+    c = repro["counts"]
+    out = ["## Reproduction", "",
+           f"{repro['scored_tasks']} instances scored ({repro['scored']}); "
+           f"{repro['not_reproduced_tasks']} not reproduced here"
+           + (" (scored anyway: --all)" if repro["scored"] == "all" else " (excluded from pass@k)") + ".", ""]
+    out.append(_table(["labelled category", "reproduced", "not reproduced", "untested", "corpus defect"],
+                      [(cat, v["reproduced"], v["not_reproduced"], v["untested"], v["corpus_defect"])
+                       for cat, v in c["by_category"].items()]))
+    if repro["excluded"]:
+        out += ["", _table(["task", "label", "status", "why"],
+                           [(e["task_id"], e["labelled_category"], e["status"], (e["why"] or "")[:200])
+                            for e in repro["excluded"]])]
+    return out + [""]
 
 
 def html_report(report_markdown: str) -> str:

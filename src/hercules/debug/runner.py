@@ -63,6 +63,13 @@ class Benchmark:
         self._locks_guard = threading.Lock()
         self._outcomes: dict[tuple[str, str], Outcome] = {}
 
+    def reuse_outcomes(self, outcomes: dict[tuple[str, str], Outcome]) -> None:
+        """Deterministic outcomes already known for (task id, code hash), e.g. the reproduction's
+        build failures: the same code in this run takes them instead of building again."""
+        with self._locks_guard:
+            for key, outcome in outcomes.items():
+                self._outcomes.setdefault(key, outcome)
+
     # -- the reference, timed like a candidate (native and def.py tasks on a GPU) --
     def reference_timing(self, inst: Instance) -> dict[str, Any] | None:
         if inst.kind == "kernelbench" or not self.tc.gpu_present:

@@ -1,0 +1,424 @@
+"""Reproduction: does each instance fail, here, the way its label says, and does its reference work?
+
+Before a fixer's result on an instance can say anything about repair, the instance must be seen
+failing (SWE-bench validates every instance the same way: the failing test must fail before the
+gold patch and pass after it). For every instance this stage runs the instance's own build and
+test commands -- the same workspace, toolchain and classifier code as every attempt
+(``attempt.run_solution``) -- on its broken file and on its reference, and compares what happened
+with the label:
+
+    reproduced      the broken file fails in the labelled way, and the reference does not fail
+    not_reproduced  the broken file does not fail that way here (``why`` says what it did)
+    corpus_defect   the reference itself fails (``why`` carries its evidence)
+    untested        this machine cannot observe the labelled failure (no GPU: only a build is
+                    observable; an environment problem, e.g. a CUDA library header missing here
+                    that the reference needs as well; a timed-out build)
+
+On a machine without a GPU a ``compile_error`` instance is reproduced when its broken file fails to
+build with a build error (not an environment problem) and its reference builds; the other labels
+are ``untested`` unless the build already shows something (the broken file does not build, the
+reference does not build). On a GPU the tests run too: the broken file must fail its test in the
+labelled way (wrong result, memory fault / crash, timeout, or correct but slower than the gate
+for ``perf_broken``) and the reference must pass.
+
+Results are cached per (instance content hash, toolchain identity including the nvcc version,
+device, rules version), one JSON file per instance written atomically, so a repeated run rebuilds
+nothing and a crash loses only the instances in flight. Timed-out builds are not cached (the
+machine may just have been busy).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from hercules.debug import classifier as cls
+from hercules.debug.attempt import Outcome, RunOptions, run_solution
+from hercules.debug.corpus import Instance
+from hercules.debug.toolchain import Toolchain
+from hercules.debug.workspace import CommandResult
+from hercules.harness.device_lock import DeviceLock
+
+RULES_VERSION = 2  # bump when the judging rules change: older cached results are not reused
+STATUSES = ("reproduced", "not_reproduced", "untested", "corpus_defect")
+PERF_BROKEN_P = 0.7  # perf_broken is reproduced when the correct broken file is below this speedup
+
+# Which classified categories show each labelled failure (a test on a GPU).
+SHOWS_LABEL = {
+    "compile_error": {cls.BUILD},
+    "logic_error": {cls.WRONG, cls.SUSPICIOUS},
+    "memory_crash": {cls.OOM, cls.ILLEGAL, cls.LAUNCH, cls.CRASH},
+    "timeout": {cls.TIMEOUT},
+    "perf_broken": {cls.SLOW},
+}
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    task_id: str
+    labelled_category: str
+    status: str  # one of STATUSES
+    reproduced: bool | None  # None: untested (this machine cannot observe the labelled failure)
+    observed_category: str  # what the classifier made of the broken file here
+    not_reproduced_why: str | None  # set whenever reproduced is not True
+    why_kind: str  # a short code for counting reasons (e.g. broken_builds, reference_fails_build)
+    evidence: str  # the line that decided the broken file's category
+    reference_status: str  # passes | builds | fails | environment | timeout | baseline_only | missing
+    reference_why: str
+    toolchain: str  # the toolchain identity the result holds for
+    device: str  # "cpu: no GPU, ..." or the GPU's name and architecture
+    instance_hash: str
+    broken: dict[str, Any] | None  # Outcome.to_json() of the broken file
+    reference: dict[str, Any] | None  # Outcome.to_json() of the reference (None when not run)
+    seconds: float
+    broken_speedup: float | None = None  # on a GPU: reference time / broken time, same method
+    cached: bool = False
+
+    def row(self) -> dict[str, Any]:
+        """The record without the full outcomes (for JSON output and reports)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("broken", "reference")}
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cached"}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], cached: bool = False) -> Reproduction:
+        names = {f.name for f in fields(cls)}
+        values = {"broken": None, "reference": None} | {k: v for k, v in data.items() if k in names and k != "cached"}
+        return cls(**values, cached=cached)
+
+
+# -- identities --------------------------------------------------------------------------------
+
+def instance_hash(inst: Instance) -> str:
+    """sha256 over every file of the instance folder (relative path and bytes): any change to the
+    broken file, the reference, the commands or the testbench makes a new cache key."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in inst.path.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(inst.path).as_posix()
+        h.update(rel.encode() + b"\0")
+        try:
+            h.update(path.read_bytes() if not path.is_symlink() else ("->" + str(path.readlink())).encode())
+        except OSError as exc:
+            h.update(f"unreadable:{exc}".encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _first_line(cmd: list[str], env: dict[str, str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return "absent"
+    lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
+    return lines[0] if lines else "absent"
+
+
+@functools.lru_cache(maxsize=8)
+def _toolchain_identity(cuda_home: str | None, arch: str, gpu_present: bool, path: str) -> tuple[str, str, str]:
+    env = {"PATH": path}
+    nvcc = str(Path(cuda_home) / "bin" / "nvcc") if cuda_home else "nvcc"
+    release = "nvcc absent"
+    try:
+        text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+        for line in text.splitlines():
+            if "release" in line:  # "Cuda compilation tools, release 13.0, V13.0.88"
+                release = "nvcc " + line.split("release", 1)[1].strip().replace(", ", " ")
+    except OSError:
+        pass
+    cxx = _first_line(["g++", "--version"], env)
+    if gpu_present:
+        name = _first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], env)
+        device = f"{name}, sm_{arch}"
+    else:
+        device = f"cpu: no GPU, compile-only for sm_{arch}"
+    identity = f"{release}; {cxx}; CUDA at {cuda_home}; sm_{arch}"
+    short = release.split(" (")[0]
+    return identity, device, short
+
+
+def toolchain_identity(tc: Toolchain) -> tuple[str, str, str]:
+    """(full identity, device description, short compiler name such as 'nvcc 13.0 V13.0.88')."""
+    return _toolchain_identity(str(tc.cuda_home) if tc.cuda_home else None, tc.arch, tc.gpu_present,
+                               tc.environ().get("PATH", ""))
+
+
+def cache_key(inst_hash: str, identity: str, device: str) -> str:
+    return hashlib.sha256(f"{RULES_VERSION}\n{inst_hash}\n{identity}\n{device}".encode()).hexdigest()[:32]
+
+
+# -- outcomes back from JSON (so an attempt can reuse a reproduction's outcome) ------------------
+
+def outcome_from_json(data: dict[str, Any]) -> Outcome:
+    def command(raw):
+        if raw is None:
+            return None
+        names = {f.name for f in fields(CommandResult)}
+        return CommandResult(**{k: (tuple(v) if k == "notes" else v) for k, v in raw.items() if k in names})
+
+    c = data["classification"]
+    return Outcome(kind=data["kind"], code_hash=data["code_hash"], build=command(data.get("build")),
+                   test=command(data.get("test")), verdict=data.get("verdict"),
+                   classification=cls.Classification(c["category"], c.get("subtype", ""), c.get("reason", ""),
+                                                     bool(c.get("environment_suspect"))),
+                   correct=bool(data["correct"]), time_ms=data.get("time_ms"), method=data.get("method", "none"),
+                   ref_ms=data.get("ref_ms"), notes=tuple(data.get("notes") or ()), wall_ms=data.get("wall_ms"))
+
+
+def deterministic(outcome: Outcome) -> bool:
+    """An outcome a repeat of the same code would only reproduce: a build failure, or a build that
+    this machine cannot test (the same rule as the benchmark's own per-run reuse)."""
+    category = outcome.classification.category
+    if category == cls.TIMEOUT and outcome.classification.subtype == "build":
+        return False
+    return category in (cls.BUILD, cls.UNTESTED) and (outcome.test is None or category == cls.UNTESTED)
+
+
+def reusable_outcomes(reproductions: Sequence[Reproduction]) -> dict[tuple[str, str], Outcome]:
+    """{(task_id, code hash): outcome} of the reproductions' deterministic outcomes."""
+    out: dict[tuple[str, str], Outcome] = {}
+    for r in reproductions:
+        for side in (r.broken, r.reference):
+            if side is not None:
+                outcome = outcome_from_json(side)
+                if deterministic(outcome):
+                    out[(r.task_id, outcome.code_hash)] = outcome
+    return out
+
+
+# -- judging -----------------------------------------------------------------------------------
+
+def _is_baseline_reference(inst: Instance, reference: str) -> bool:
+    """A KernelBench instance whose 'reference' is its own problem.py: the PyTorch baseline the
+    candidate is compared with, not a solution of the task (its build command requires a CUDA
+    kernel), so there is no gold solution to check."""
+    problem = inst.testbench / "problem.py"
+    if inst.kind != "kernelbench" or not problem.is_file():
+        return False
+    def norm(text: str) -> str:
+        return "\n".join(line.rstrip() for line in text.strip().splitlines())
+    return norm(problem.read_text(encoding="utf-8", errors="replace")) == norm(reference)
+
+
+def _describe(outcome: Outcome) -> str:
+    c = outcome.classification
+    return f"{c.category}{'/' + c.subtype if c.subtype else ''}: {c.reason}".strip().rstrip(":")[:300]
+
+
+def _timeout_s(outcome: Outcome) -> str:
+    stage = outcome.build if outcome.build is not None and outcome.build.timed_out else outcome.test
+    return f" after {stage.seconds:.0f} s" if stage is not None else ""
+
+
+def judge_reference(outcome: Outcome | None, note: str) -> tuple[str, str]:
+    """(reference_status, why) of the reference's outcome."""
+    if outcome is None:
+        return note.split(":", 1)[0], note
+    c = outcome.classification
+    if c.category == cls.PASSED:
+        return "passes", "the reference builds and passes its tests"
+    if c.category == cls.UNTESTED:
+        return "builds", f"the reference builds ({c.reason})"
+    if c.category == cls.ENV or (c.category == cls.BUILD and c.environment_suspect):
+        return "environment", f"the reference cannot be built or run here: {_describe(outcome)}"
+    if c.category == cls.TIMEOUT:
+        stage = "build" if c.subtype == "build" else "test"
+        return "timeout", f"the reference's {stage} timed out{_timeout_s(outcome)}"
+    if outcome.test is None or c.category == cls.BUILD:
+        return "fails", f"the reference itself fails to build: {_describe(outcome)}"
+    return "fails", f"the reference itself fails its tests: {_describe(outcome)}"
+
+
+def judge(inst: Instance, broken: Outcome, reference: Outcome | None, reference_note: str, gpu_present: bool,
+          compiler: str, device: str, broken_speedup: float | None = None) -> tuple[str, str | None, str, str]:
+    """(status, why, why_kind, observed category) from the two outcomes and the label."""
+    label = inst.category
+    b = broken.classification
+    observed = b.category
+    if label == "perf_broken" and broken.correct:
+        observed = cls.SLOW if broken_speedup is not None and broken_speedup < PERF_BROKEN_P else cls.PASSED
+    ref_status, ref_why = judge_reference(reference, reference_note)
+    where = f"with {compiler} ({device})"
+    # 1. what this machine cannot observe
+    if b.category == cls.ENV:
+        return "untested", f"the broken file cannot be built or run here: {_describe(broken)}", "environment", observed
+    if b.category == cls.TIMEOUT and b.subtype == "build":
+        return ("untested", f"the broken file's build timed out{_timeout_s(broken)}: nothing observed",
+                "build_timeout", observed)
+    if b.category == cls.BUILD and b.environment_suspect and ref_status not in ("builds", "passes"):
+        # a CUDA library header this machine lacks: the candidate's fault only if the reference,
+        # built here the same way, does without it
+        return ("untested", f"the broken file cannot be built here: {_describe(broken)} (a CUDA library "
+                f"header this machine lacks; {ref_why})", "environment_library_header", observed)
+    if ref_status in ("environment", "timeout"):
+        return "untested", ref_why, f"reference_{ref_status}", observed
+    # 2. the reference itself fails: the instance cannot be solved as given
+    if ref_status == "fails":
+        kind = "reference_fails_build" if "fails to build" in ref_why else "reference_fails_test"
+        return "corpus_defect", ref_why, kind, observed
+    # 3. the broken file against its label
+    if b.category == cls.BUILD:
+        if label == "compile_error":
+            return "reproduced", None, "", observed
+        return ("not_reproduced", f"labelled {label}, but the broken file does not build {where}: "
+                f"{_describe(broken)}", "broken_does_not_build", observed)
+    if label == "compile_error":
+        if b.category == cls.UNTESTED:
+            return "not_reproduced", f"the broken file builds {where}", "broken_builds", observed
+        if b.category == cls.PASSED:
+            return ("not_reproduced", f"the broken file builds and its tests pass {where}",
+                    "broken_builds_and_passes", observed)
+        return ("not_reproduced", f"the broken file builds {where}; its test fails as {_describe(broken)}",
+                "broken_builds_test_fails", observed)
+    if b.category == cls.UNTESTED:
+        why = ("no GPU: only the build is observable here, and the broken file builds "
+               f"{where}" if not gpu_present else f"the broken file builds but was not tested: {b.reason}")
+        return "untested", why, "no_gpu" if not gpu_present else "not_tested", observed
+    if observed in SHOWS_LABEL.get(label, ()):
+        return "reproduced", None, "", observed
+    if observed == cls.PASSED:
+        extra = f" (speedup {broken_speedup:.2f} >= {PERF_BROKEN_P})" if label == "perf_broken" and broken_speedup else ""
+        return ("not_reproduced", f"labelled {label}, but the broken file builds and its tests pass {where}{extra}",
+                "broken_passes", observed)
+    return ("not_reproduced", f"labelled {label}, but the broken file fails otherwise {where}: {_describe(broken)}",
+            f"observed_{observed}", observed)
+
+
+# -- running -----------------------------------------------------------------------------------
+
+class ReproductionCache:
+    """One JSON file per (instance, toolchain, device) under ``root``; written atomically."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / f"{key}.json"
+
+    def get(self, key: str) -> Reproduction | None:
+        path = self.path(key)
+        if not path.is_file():
+            return None
+        try:
+            return Reproduction.from_json(json.loads(path.read_text()), cached=True)
+        except (json.JSONDecodeError, TypeError, KeyError):
+            return None  # torn or foreign: run it again
+
+    def put(self, key: str, rep: Reproduction) -> None:
+        from hercules.debug.store import write_json_atomic
+
+        write_json_atomic(self.path(key), rep.to_json())
+
+
+def default_cache_root(cache_dir: Path) -> Path:
+    return Path(cache_dir) / "debug-reproduction"
+
+
+def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: ReproductionCache,
+              gpu_lock: DeviceLock | None = None) -> Reproduction:
+    """The reproduction of one instance (from the cache when this instance, toolchain and device
+    were validated before)."""
+    identity, device, compiler = toolchain_identity(tc)
+    ihash = instance_hash(inst)
+    key = cache_key(ihash, identity, device)
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    gpu_lock = gpu_lock or DeviceLock()
+    start = time.perf_counter()
+    work = cache.root / "work" / f"{key}.{threading.get_ident()}"
+    try:
+        broken, _ = run_solution(inst, inst.broken_code(), work / "broken", tc, opts, gpu_lock)
+        ref_code = inst.reference_code()
+        reference: Outcome | None = None
+        note = ""
+        if ref_code is None:
+            note = "missing: the instance has no reference solution; only the failure was checked"
+        elif _is_baseline_reference(inst, ref_code):
+            note = ("baseline_only: the reference is the task's own PyTorch problem (the baseline the "
+                    "candidate is timed against), not a solution its build command accepts; no gold check")
+        else:
+            reference, _ = run_solution(inst, ref_code, work / "reference", tc, opts, gpu_lock)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    speedup = None
+    if broken.correct and reference is not None and reference.correct:
+        speedup = broken.gate({"time_ms": reference.time_ms, "method": reference.method,
+                               "wall_ms": reference.wall_ms}).speedup
+    elif broken.correct and broken.ref_ms is not None:
+        speedup = broken.gate(None).speedup
+    status, why, kind, observed = judge(inst, broken, reference, note, tc.gpu_present, compiler, device, speedup)
+    ref_status, ref_why = judge_reference(reference, note)
+    rep = Reproduction(
+        task_id=inst.task_id, labelled_category=inst.category, status=status,
+        reproduced={"reproduced": True, "untested": None}.get(status, False), observed_category=observed,
+        not_reproduced_why=why, why_kind=kind, evidence=broken.classification.reason[:400],
+        reference_status=ref_status, reference_why=ref_why, toolchain=identity, device=device,
+        instance_hash=ihash, broken=broken.to_json(), reference=reference.to_json() if reference else None,
+        seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup)
+    timed_out = any(o is not None and o.classification.category == cls.TIMEOUT for o in (broken, reference))
+    if not timed_out:
+        cache.put(key, rep)
+    return rep
+
+
+def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache,
+                  jobs: int = 2, progress: Callable[[int, int, Reproduction], None] | None = None,
+                  gpu_lock: DeviceLock | None = None) -> list[Reproduction]:
+    """Every instance's reproduction, in the instances' order; each one cached as soon as it is done."""
+    gpu_lock = gpu_lock or DeviceLock()
+    results: list[Reproduction | None] = [None] * len(instances)
+    done = 0
+
+    def one(inst: Instance) -> Reproduction:
+        try:
+            return reproduce(inst, tc, opts, cache, gpu_lock)
+        except Exception as exc:  # noqa: BLE001 -- a failure is data: the other instances go on (not cached)
+            identity, device, _ = toolchain_identity(tc)
+            why = f"the reproduction itself failed: {type(exc).__name__}: {exc}"[:400]
+            return Reproduction(inst.task_id, inst.category, "untested", None, cls.UNTESTED, why, "error", "",
+                                "untested", why, identity, device, "", None, None, 0.0)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        futures = {pool.submit(one, inst): i for i, inst in enumerate(instances)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            done += 1
+            if progress:
+                progress(done, len(instances), results[i])
+    return [r for r in results if r is not None]
+
+
+def counts(reproductions: Sequence[Reproduction]) -> dict[str, Any]:
+    """Per labelled category: how many of each status, and the reasons (why_kind) counted."""
+    by_cat: dict[str, Counter] = defaultdict(Counter)
+    reasons: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    for r in reproductions:
+        by_cat[r.labelled_category][r.status] += 1
+        if r.status != "reproduced":
+            reasons[r.labelled_category][r.status][r.why_kind] += 1
+    total = Counter(r.status for r in reproductions)
+    return {
+        "total": {s: total[s] for s in STATUSES} | {"instances": len(reproductions)},
+        "by_category": {c: {s: by_cat[c][s] for s in STATUSES} for c in sorted(by_cat)},
+        "reasons": {c: {s: dict(v) for s, v in reasons[c].items()} for c in sorted(reasons)},
+    }
+
+
+def progress_line(done: int, total: int, rep: Reproduction) -> str:
+    why = f" ({rep.not_reproduced_why[:140]})" if rep.not_reproduced_why else ""
+    return f"[{done}/{total}] {rep.task_id}: {rep.status}{' (cached)' if rep.cached else ''}{why}"
+
+
