@@ -3,6 +3,7 @@ memory), zero outputs, shapes, dtypes and types."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from hercules.harness.checks import DEFAULT_TOLERANCES, compare_outputs
@@ -100,3 +101,34 @@ def test_norm_bound_is_unchanged_where_the_reference_is_accurate():
     assert compare_outputs([(ref * (1 + 5e-4)).float()], ["torch.Tensor"], [ref], [spec], TOL, [1e-7]).ok
     # a reference that meets the bound itself (5e-4 < rel_tol) never loosens it
     assert not compare_outputs([out], ["torch.Tensor"], [ref], [spec], TOL, [5e-4]).ok
+
+
+def _cases():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(40, 37, generator=g, dtype=torch.float64)
+    close = ref + 1e-6 * torch.randn(40, 37, generator=g, dtype=torch.float64)
+    off = close.clone()
+    off[3, 5] += 1.0
+    poisoned = close.clone()
+    poisoned[7, 1] = float("nan")
+    ref_nan = ref.clone()
+    ref_nan[0, :4] = float("nan")
+    close_nan = close.clone()
+    close_nan[0, :4] = float("nan")
+    wrong_nan = close_nan.clone()
+    wrong_nan[0, 0] = 0.0
+    return [(close, ref), (off, ref), (poisoned, ref), (torch.zeros_like(ref), ref), (close_nan, ref_nan),
+            (wrong_nan, ref_nan), (close.t(), ref.t())]
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_the_comparison_slice_by_slice_says_what_the_whole_tensor_says(index):
+    from hercules.harness.checks import Comparison, _compare_values
+
+    out, ref = _cases()[index]
+    whole, sliced = Comparison(), Comparison()
+    _compare_values(whole, "output 0", out.float(), ref, TOL, 1e-7)
+    _compare_values(sliced, "output 0", out.float(), ref, TOL, 1e-7, chunk=97)  # 16 slices, ragged end
+    assert (sliced.ok, sliced.problems, sliced.flags) == (whole.ok, whole.problems, whole.flags)
+    assert sliced.max_abs_err == whole.max_abs_err
+    assert sliced.rel_err == pytest.approx(whole.rel_err, rel=1e-12, abs=1e-300)

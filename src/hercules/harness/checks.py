@@ -1,4 +1,4 @@
-"""Output comparison, run in the parent on what the two workers sent back.
+"""Output comparison, run by the trusted reference worker on the device (slice by slice).
 
 The candidate is judged against the float64 reference (the problem's Model run on upcast inputs
 and weights) whenever the model runs in float64, otherwise against the problem-dtype reference.
@@ -9,6 +9,7 @@ where the reference is finite, elementwise within atol + rtol * |ref|, and a rel
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +44,11 @@ def within_allclose(outputs: list[Any], types: list[str], expected: list[torch.T
             return False
         if out.dtype != ref.dtype:
             return False
-        if not torch.allclose(out.double() if out.is_floating_point() else out,
-                              ref.double() if ref.is_floating_point() else ref, atol=tol.atol, rtol=tol.rtol):
+        if not (out.is_floating_point() or out.is_complex()):
+            if not torch.allclose(out, ref, atol=tol.atol, rtol=tol.rtol):
+                return False
+            continue
+        if not all(torch.allclose(a, b, atol=tol.atol, rtol=tol.rtol) for a, b in _slices(out, ref)):
             return False
     return True
 
@@ -95,42 +99,95 @@ def compare_outputs(outputs: list[Any], types: list[str], expected: list[torch.T
     return result
 
 
+# Elements per slice of a comparison: every float64 temporary is this size (128 MB), not the
+# output's. Whole-tensor temporaries took a 6.4 GB fp32 output (KernelBench 21_Sigmoid) to about
+# 40 GB of device memory beside the truth, and the device ran out.
+COMPARE_CHUNK = 1 << 24
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+def _slices(*tensors: torch.Tensor, chunk: int | None = None):
+    """Matching float64 slices of flattened same-shape tensors."""
+    flats = [_flat(t) for t in tensors]
+    size = chunk or COMPARE_CHUNK
+    for start in range(0, flats[0].numel(), size):
+        yield tuple(f[start:start + size].double() for f in flats)
+
+
+@dataclass
+class _Figures:
+    """What one pass over the slices gathers; the verdict is read from it afterwards, in the order
+    of the checks (non-finite first, then zero output, then the elementwise and norm bounds)."""
+
+    bad: int = 0  # non-finite where the reference is finite
+    bad_nan: bool = False
+    nonfinite_differ: bool = False
+    all_finite: bool = True
+    count: int = 0  # finite reference positions
+    max_abs: float = 0.0
+    diff_sq: float = 0.0
+    truth_sq: float = 0.0
+    cand_sq: float = 0.0
+    outside: int = 0
+
+
+def _gather(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, chunk: int | None = None) -> _Figures:
+    f = _Figures()
+    for cand, truth in _slices(out, ref, chunk=chunk):
+        finite = torch.isfinite(truth)
+        # Almost always every reference value is finite: then no mask is applied, since boolean
+        # indexing copies both slices.
+        all_finite = bool(finite.all())
+        bad = ~torch.isfinite(cand)
+        if not all_finite:
+            f.all_finite = False
+            bad &= finite
+            if not torch.equal(cand[~finite].nan_to_num(), truth[~finite].nan_to_num()):
+                f.nonfinite_differ = True
+        nbad = int(bad.sum())
+        if nbad:
+            f.bad += nbad
+            # NaN is what the allocator was poisoned with: most often memory the candidate never wrote.
+            f.bad_nan = f.bad_nan or bool(torch.isnan(cand[bad]).any())
+            continue
+        if not all_finite:
+            cand, truth = cand[finite], truth[finite]
+        diff = (cand - truth).abs()
+        if diff.numel():
+            f.max_abs = max(f.max_abs, float(diff.max()))
+        f.count += diff.numel()
+        f.diff_sq += float(diff.square().sum())
+        f.truth_sq += float(truth.square().sum())
+        f.cand_sq += float(cand.square().sum())
+        f.outside += int((diff > truth.abs().mul_(tol.rtol).add_(tol.atol)).sum())
+    return f
+
+
 def _compare_values(result: Comparison, where: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
-                    ref_err: float | None = None) -> None:
+                    ref_err: float | None = None, chunk: int | None = None) -> None:
     if not (out.is_floating_point() or out.is_complex()):
         if not torch.equal(out.to(ref.dtype) if ref.dtype != out.dtype else out, ref):
             result.fail(f"{where}: integer values differ")
         return
-    cand = out.double()
-    truth = ref.double()
-    finite = torch.isfinite(truth)
-    # Almost always every reference value is finite: then no mask is applied, since boolean
-    # indexing copies both tensors (1.5 s of a 2-core machine's 14 s evaluation of an 8M-element output).
-    all_finite = bool(finite.all())
-    bad = ~torch.isfinite(cand)
-    if not all_finite:
-        bad &= finite
-    if bad.any():
-        # NaN is what the allocator was poisoned with: most often memory the candidate never wrote.
-        poisoned = Flag.FOREIGN_MEMORY if torch.isnan(cand[bad]).any() else None
-        result.fail(f"{where}: {int(bad.sum())} NaN/Inf values where the reference is finite", poisoned)
+    f = _gather(out, ref, tol, chunk)
+    if f.bad:
+        result.fail(f"{where}: {f.bad} NaN/Inf values where the reference is finite",
+                    Flag.FOREIGN_MEMORY if f.bad_nan else None)
         return
-    if not all_finite:
-        if not torch.equal(cand[~finite].nan_to_num(), truth[~finite].nan_to_num()):
-            result.fail(f"{where}: non-finite values differ from the reference")
-        cand, truth = cand[finite], truth[finite]
-    diff = (cand - truth).abs()
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    scale = float(truth.norm())
-    rel = float(diff.norm()) / scale if scale > 0 else float(diff.norm())
+    if f.nonfinite_differ:
+        result.fail(f"{where}: non-finite values differ from the reference")
+    max_abs, scale, diff_norm = f.max_abs, math.sqrt(f.truth_sq), math.sqrt(f.diff_sq)
+    rel = diff_norm / scale if scale > 0 else diff_norm
     result.max_abs_err = max(result.max_abs_err, max_abs)
     result.rel_err = max(result.rel_err, rel)
-    if scale > 0 and float(cand.norm()) <= 1e-12 * scale:
+    if scale > 0 and math.sqrt(f.cand_sq) <= 1e-12 * scale:
         result.fail(f"{where}: output is zero where the reference is not", Flag.ZERO_OUTPUT)
         return
-    outside = diff > truth.abs().mul_(tol.rtol).add_(tol.atol)
-    if outside.any():
-        result.fail(f"{where}: {int(outside.sum())} of {diff.numel()} values outside atol={tol.atol:g}, "
+    if f.outside:
+        result.fail(f"{where}: {f.outside} of {f.count} values outside atol={tol.atol:g}, "
                     f"rtol={tol.rtol:g} (max abs error {max_abs:.3g})")
     elif rel > (bound := _norm_bound(tol, ref_err)):
         result.fail(f"{where}: relative error {rel:.3g} exceeds {bound:.3g}"

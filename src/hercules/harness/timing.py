@@ -69,15 +69,26 @@ class _Flusher:
             self.buffer.zero_()
 
 
+def set_bytes(values: Sequence[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def sets_to_keep(per_set_bytes: int, device: torch.device) -> int:
+    """How many distinct input sets timing needs: on a GPU enough to exceed twice the L2 flush
+    size (so a repetition never finds its inputs in cache), at most 16; on the CPU every one."""
+    if torch.device(device).type != "cuda":
+        return 1 << 30
+    return max(1, min(16, -(-2 * L2_FLUSH_BYTES // max(per_set_bytes, 1))))
+
+
 def rotation_sets(sets: Sequence[tuple], device: torch.device) -> list[tuple]:
     """Input sets to rotate through while timing: on a GPU, clones of the given ones until together
     they exceed twice the L2 flush size (at most 16), so no repetition finds its inputs in cache."""
     sets = list(sets)
     if torch.device(device).type != "cuda" or not sets:
         return sets
-    per_set = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, torch.Tensor))
     originals = len(sets)
-    while len(sets) < 16 and per_set * len(sets) < 2 * L2_FLUSH_BYTES:
+    while len(sets) < sets_to_keep(set_bytes(sets[0]), device):
         source = sets[len(sets) % originals]
         sets.append(tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in source))
     return sets

@@ -146,8 +146,12 @@ class ReferenceWorker:
     outputs with it (on the device, so only figures leave this process), baselines and roofline."""
 
     # Inputs and truths are regenerated from their seed when evicted (deterministic on one device),
-    # so only a few sets occupy the device: KernelBench inputs reach several GB each.
+    # so only a few sets occupy the device: KernelBench inputs reach several GB each (21_Sigmoid:
+    # 6.4 GB in, 6.4 GB out, 12.8 GB of float64 truth per set). At most KEEP_SETS sets, and at most
+    # CACHE_FRACTION of the device's memory for inputs and expected outputs together; the set in
+    # use is always kept.
     KEEP_SETS = 3
+    CACHE_FRACTION = 0.2
 
     def __init__(self):
         self.inputs: dict[int, list[Any]] = {}
@@ -173,20 +177,51 @@ class ReferenceWorker:
             self.model, torch.nn.Module) else 0
         return {"init_inputs": self.init_inputs, "param_bytes": params + buffers}
 
-    @staticmethod
-    def _evict(cache: dict, keep: int) -> None:
-        while len(cache) > keep:
-            cache.pop(next(iter(cache)))
+    def _cache_budget(self) -> int:
+        if self.device.type == "cuda":
+            total = torch.cuda.get_device_properties(self.device).total_memory
+        else:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return int(total * self.CACHE_FRACTION)
+
+    def _cached_bytes(self) -> int:
+        expected = sum(_timing.set_bytes([*e["outputs"], *e["dtype_outputs"]]) if e["outputs"] is not e["dtype_outputs"]
+                       else _timing.set_bytes(e["outputs"]) for e in self.expected.values())
+        return expected + sum(_timing.set_bytes(v) for v in self.inputs.values())
+
+    def _evict(self, keep_seed: int) -> None:
+        """Oldest first, never ``keep_seed``: until within KEEP_SETS and the byte budget."""
+        budget = self._cache_budget()
+        for cache in (self.expected, self.inputs):
+            while len(cache) > self.KEEP_SETS or (len(cache) > 1 and self._cached_bytes() > budget):
+                oldest = next(seed for seed in cache if seed != keep_seed)
+                cache.pop(oldest)
+
+    def _on_device(self, make: Callable[[], Any], keep_seed: int) -> Any:
+        """``make()``; when the device runs out of memory, again once with every cached set but
+        ``keep_seed`` dropped (a multi-GB problem fits a cache of one set, not of three)."""
+        try:
+            return make()
+        except torch.OutOfMemoryError:
+            self.expected = {s: e for s, e in self.expected.items() if s == keep_seed}
+            self.inputs = {s: v for s, v in self.inputs.items() if s == keep_seed}
+            self.baselines.clear()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return make()
 
     def _inputs(self, seed: int) -> list[Any]:
         """The input set of ``seed``, made on the device (factories without a device argument
         allocate there): fast for GB-sized inputs, and nothing large is made on the host."""
         if seed not in self.inputs:
-            torch.manual_seed(seed)
-            with torch.device(self.device):
-                values = list(self.module.get_inputs())
-            self.inputs[seed] = to_device(values, self.device)
-            self._evict(self.inputs, self.KEEP_SETS)
+            def make():
+                torch.manual_seed(seed)
+                with torch.device(self.device):
+                    values = list(self.module.get_inputs())
+                return to_device(values, self.device)
+
+            self.inputs[seed] = self._on_device(make, seed)
+            self._evict(seed)
         return self.inputs[seed]
 
     def op_inputs(self, msg):
@@ -201,6 +236,12 @@ class ReferenceWorker:
         """The problem-dtype outputs and the float64 truth for ``seed``, on the device."""
         if seed in self.expected:
             return self.expected[seed]
+        entry = self._on_device(lambda: self._compute_expected(seed), seed)
+        self.expected[seed] = entry
+        self._evict(seed)
+        return entry
+
+    def _compute_expected(self, seed: int) -> dict[str, Any]:
         values = self._inputs(seed)
         with torch.no_grad(), StrictPrecision():
             synchronize(self.device)
@@ -214,6 +255,9 @@ class ReferenceWorker:
                     upcast = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                               for v in values]
                     truth = flatten_outputs(self.model64(*upcast))
+                    del upcast  # float64 copies of the inputs: twice their size, not kept
+                except torch.OutOfMemoryError:
+                    raise
                 except Exception:
                     truth = None
         for o in outs:
@@ -226,11 +270,8 @@ class ReferenceWorker:
         else:  # no float64 run: judged against the problem-dtype reference, downcast check off
             ref_errs = None
             expected = outs
-        entry = {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
-                 "call_ms": call_ms}
-        self.expected[seed] = entry
-        self._evict(self.expected, self.KEEP_SETS)
-        return entry
+        return {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
+                "call_ms": call_ms}
 
     def op_specs(self, msg):
         entry = self._expected(msg["seed"])
@@ -464,7 +505,11 @@ class CandidateWorker:
         aliases = any(_shares_storage(o, v) for o in outs if type(o) is torch.Tensor
                       for v in values if isinstance(v, torch.Tensor))
         mutated = any(not _same(v, p) for v, p in zip(values, pristine) if isinstance(v, torch.Tensor))
-        self.trial_sets.append(tuple(pristine))
+        # Kept for timing only as many as timing rotates through: five 6.4 GB trial sets held
+        # here beside the reference worker's took the device past its memory.
+        if len(self.trial_sets) < _timing.sets_to_keep(_timing.set_bytes(pristine), self.device):
+            self.trial_sets.append(tuple(pristine))
+        del pristine
         return _pack_reply(outs, {"aliases": aliases, "mutated": mutated, "swallowed": swallowed[:10],
                                   "executed_lines": self._lines()})
 

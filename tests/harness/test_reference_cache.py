@@ -1,0 +1,68 @@
+"""The reference worker's sets on the device: bounded by count and by bytes, the set in use always
+kept, an evicted set regenerated identically from its seed, and a device that runs out of memory
+retried once with the cache emptied."""
+
+from __future__ import annotations
+
+import torch
+
+from hercules.harness.checks import DEFAULT_TOLERANCES
+from hercules.harness.worker import ReferenceWorker
+
+PROBLEM = """
+import torch, torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) * 2
+
+def get_inputs():
+    return [torch.randn(256, 1024)]  # 1 MiB in, 1 MiB out, 2 MiB of float64 truth
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _worker(fraction: float) -> ReferenceWorker:
+    worker = ReferenceWorker()
+    worker.CACHE_FRACTION = fraction
+    worker.op_setup({"device": "cpu", "dtype": "float32", "tolerance": DEFAULT_TOLERANCES["float32"].__dict__,
+                     "code": PROBLEM, "init_seed": 1})
+    return worker
+
+
+def test_within_the_budget_at_most_keep_sets_are_kept():
+    worker = _worker(0.5)
+    for seed in range(5):
+        worker.op_specs({"seed": seed})
+    assert list(worker.inputs) == [2, 3, 4] and list(worker.expected) == [2, 3, 4]
+
+
+def test_over_the_byte_budget_only_the_set_in_use_is_kept_and_an_evicted_one_comes_back_the_same():
+    worker = _worker(0.5)
+    first = worker.op_specs({"seed": 11})
+    kept = worker.inputs[11][0].clone()
+    small = _worker(1e-12)  # a budget smaller than one set
+    for seed in (11, 12, 13):
+        small.op_specs({"seed": seed})
+        assert list(small.inputs) == [seed] and list(small.expected) == [seed]
+    again = small.op_specs({"seed": 11})
+    assert torch.equal(small.inputs[11][0], kept)
+    assert again["specs"] == first["specs"] and again["ref_errs"] == first["ref_errs"]
+
+
+def test_out_of_memory_is_retried_once_with_the_cache_emptied():
+    worker = _worker(0.5)
+    for seed in (1, 2):
+        worker.op_specs({"seed": seed})
+    calls = []
+
+    def make():
+        calls.append(len(worker.inputs))
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("out of memory")
+        return "made"
+
+    assert worker._on_device(make, keep_seed=2) == "made"
+    assert calls == [2, 1] and list(worker.inputs) == [2]
