@@ -222,3 +222,25 @@ def test_gpu_rules_from_test_outcomes():
     status, why, kind = verdict("logic_error", wrong, reference=_outcome(illegal.category, illegal.subtype, illegal.reason))
     assert (status, kind) == ("corpus_defect", "reference_fails_test")
     assert why.startswith("the reference itself fails its tests: illegal_memory")
+
+
+def test_a_validation_killed_midway_keeps_what_it_finished(corpus, tmp_path):
+    """SIGKILL during a validation: every instance finished before it is read back, not rebuilt."""
+    import signal
+
+    cache = tmp_path / "cache"
+    env = dict(os.environ, HERCULES_CACHE_DIR=str(cache))
+    proc = subprocess.Popen([sys.executable, "-m", "hercules.debug.cli", "validate", "--corpus", str(corpus),
+                             "--device", "cpu", "--jobs", "1", "--json"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list((cache / "debug-reproduction").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = list((cache / "debug-reproduction").glob("*.json"))
+    assert kept, "nothing was validated within 120 s"
+    again = cli(cache, "validate", "--corpus", str(corpus), "--device", "cpu")
+    assert len(again["instances"]) == 2
+    assert sum(r["cached"] for r in again["instances"]) == len(kept)
+    assert {r["status"] for r in again["instances"]} == {"reproduced", "not_reproduced"}

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -50,7 +51,7 @@ from hercules.debug.toolchain import Toolchain
 from hercules.debug.workspace import CommandResult
 from hercules.harness.device_lock import DeviceLock
 
-RULES_VERSION = 2  # bump when the judging rules change: older cached results are not reused
+RULES_VERSION = 3  # bump when the judging rules change: older cached results are not reused
 STATUSES = ("reproduced", "not_reproduced", "untested", "corpus_defect")
 PERF_BROKEN_P = 0.7  # perf_broken is reproduced when the correct broken file is below this speedup
 
@@ -83,6 +84,7 @@ class Reproduction:
     reference: dict[str, Any] | None  # Outcome.to_json() of the reference (None when not run)
     seconds: float
     broken_speedup: float | None = None  # on a GPU: reference time / broken time, same method
+    observed_subtype: str = ""  # e.g. syntax_type, api_misuse, missing_header, static_check
     cached: bool = False
 
     def row(self) -> dict[str, Any]:
@@ -279,8 +281,8 @@ def judge(inst: Instance, broken: Outcome, reference: Outcome | None, reference_
         if b.category == cls.PASSED:
             return ("not_reproduced", f"the broken file builds and its tests pass {where}",
                     "broken_builds_and_passes", observed)
-        return ("not_reproduced", f"the broken file builds {where}; its test fails as {_describe(broken)}",
-                "broken_builds_test_fails", observed)
+        return ("not_reproduced", f"the broken file builds {where}, then fails as {_describe(broken)}",
+                "broken_builds_then_fails", observed)
     if b.category == cls.UNTESTED:
         why = ("no GPU: only the build is observable here, and the broken file builds "
                f"{where}" if not gpu_present else f"the broken file builds but was not tested: {b.reason}")
@@ -360,13 +362,17 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         speedup = broken.gate(None).speedup
     status, why, kind, observed = judge(inst, broken, reference, note, tc.gpu_present, compiler, device, speedup)
     ref_status, ref_why = judge_reference(reference, note)
+    # evidence names files by their workspace path: keep the part inside the testbench
+    inside = re.compile(re.escape(str(work)) + r"/(?:broken|reference)/workspace/")
+    why, evidence, ref_why = (inside.sub("", t) if t else t for t in (why, broken.classification.reason, ref_why))
     rep = Reproduction(
         task_id=inst.task_id, labelled_category=inst.category, status=status,
         reproduced={"reproduced": True, "untested": None}.get(status, False), observed_category=observed,
-        not_reproduced_why=why, why_kind=kind, evidence=broken.classification.reason[:400],
+        not_reproduced_why=why, why_kind=kind, evidence=(evidence or "")[:400],
         reference_status=ref_status, reference_why=ref_why, toolchain=identity, device=device,
         instance_hash=ihash, broken=broken.to_json(), reference=reference.to_json() if reference else None,
-        seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup)
+        seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup,
+        observed_subtype=broken.classification.subtype)
     timed_out = any(o is not None and o.classification.category == cls.TIMEOUT for o in (broken, reference))
     if not timed_out:
         cache.put(key, rep)
