@@ -165,6 +165,13 @@ def test_run_scores_only_the_reproduced_instances(corpus, tmp_path):
     assert {m["tasks"] for m in every["pass_at_k"]} == {2}
     assert every["reproduction"]["scored"] == "all" and every["reproduction"]["excluded_tasks"] == 0
     assert "(cached)" in every["_stderr"]
+    # a run made before the reproduction stage: judged again from its stored null and replay rounds
+    (tmp_path / "run" / "reproduction.json").unlink()
+    rejudged = cli(cache, "report", str(tmp_path / "run"), "--reproduce-from-rounds")
+    assert [(t["task_id"], t["reproduction_status"]) for t in rejudged["tasks"]] == \
+        [(t["task_id"], t["reproduction_status"]) for t in out["tasks"]]
+    assert {m["tasks"] for m in rejudged["pass_at_k"]} == {1}
+    assert "the toolchain of run run" in rejudged["reproduction"]["excluded"][0]["why"]
 
 
 def test_p_sweep_rescores_stored_rounds_without_running(corpus, tmp_path):

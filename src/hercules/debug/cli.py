@@ -277,20 +277,58 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
               help="the run's corpus, where the folder named in RUN/run.json has moved (partial runs only)")
 @click.option("--k", "ks", multiple=True, type=int, default=(1,), show_default=True,
               help="pass@k for these k (partial runs only)")
+@click.option("--rescore", is_flag=True, help="summarise from the stored rounds even where summary.json is complete "
+              "(pass@k, the p-sweep and the gate re-applied to the stored records; nothing runs)")
+@click.option("--reproduce-from-rounds", "from_rounds", is_flag=True,
+              help="for a run made without the reproduction stage: judge each instance from its stored rounds of "
+                   "the broken file (null fixer) and the reference (replay fixer), write RUN/reproduction.json, "
+                   "and score the reproduced instances (implies --rescore)")
+@click.option("--all", "score_all", is_flag=True, help="with --reproduce-from-rounds: score every instance")
 @click.option("--json", "as_json", is_flag=True)
-def report_command(run_dir, corpus_dir, ks, as_json):
+def report_command(run_dir, corpus_dir, ks, rescore, from_rounds, score_all, as_json):
     """Print (and rewrite) the report of an existing run directory. A run cut short (no summary, or
     a partial one) is summarised from the rounds it stored; the report says how many trajectories
     were not finished."""
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text()) if path.is_file() else None
-    if summary is None or summary.get("partial"):
+    if from_rounds:
+        _reproduction_from_rounds(run_dir, corpus_dir, score_all)
+    if summary is None or summary.get("partial") or rescore or from_rounds:
         summary = _summary_from_store(run_dir, corpus_dir, ks)
     text = write_reports(run_dir, summary)
     if as_json:
         click.echo(json.dumps(summary, default=str))
     else:
         sys.stdout.write(text)
+
+
+def _reproduction_from_rounds(run_dir: Path, corpus_dir: Path | None, score_all: bool) -> None:
+    from hercules.debug.corpus import load_corpus
+    from hercules.debug.reproduce import counts, reproductions_from_rounds
+    from hercules.debug.store import DebugStore, write_json_atomic
+
+    meta_path = run_dir / "run.json"
+    if not meta_path.is_file():
+        raise click.UsageError(f"{run_dir} has no run.json: not a debug run folder")
+    meta = json.loads(meta_path.read_text())
+    root = corpus_dir or Path(meta["corpus"])
+    if not root.is_dir():
+        raise click.UsageError(f"the run's corpus {root} is not here; give its folder with --corpus")
+    load = load_corpus(root, task_ids=tuple(meta["tasks"]))
+    store = DebugStore(run_dir)
+    try:
+        records = store.rows()
+    finally:
+        store.close()
+    device = (f"the GPU of that run, {meta.get('arch')}" if meta.get("gpu_present")
+              else f"no GPU in that run, compile-only for {meta.get('arch')}")
+    note = f"the toolchain of run {run_dir.name}"
+    reps = reproductions_from_rounds(records, load.instances, bool(meta.get("gpu_present")), note, device)
+    write_json_atomic(run_dir / "reproduction.json", {
+        "corpus": str(load.root), "toolchain": note, "device": device,
+        "source": "judged from the run's stored rounds of the broken files and the references",
+        "instances": [r.row() for r in reps], "counts": counts(reps)})
+    write_json_atomic(meta_path, meta | {"scored": "all" if score_all else "reproduced"})
 
 
 def _summary_from_store(run_dir: Path, corpus_dir: Path | None, ks) -> dict:

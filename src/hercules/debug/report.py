@@ -85,6 +85,8 @@ def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int]
             for g in task_groups:
                 by_cat[g[0].instance.category].append(g)
             for cat, cat_groups in [*sorted(by_cat.items()), ("all", task_groups)]:
+                if not cat_groups:  # nothing of this arm scored: no row of zeros that means nothing
+                    continue
                 sweep.append({
                     "fixer": fixer, "protocol": proto, "k": k, "category": cat, "tasks": len(cat_groups),
                     "values": {f"{p:g}": _sweep(cat_groups, k, p) for p in HEADLINE_P},

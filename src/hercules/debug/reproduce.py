@@ -223,6 +223,14 @@ def _timeout_s(outcome: Outcome) -> str:
     return f" after {stage.seconds:.0f} s" if stage is not None else ""
 
 
+_WORKSPACE_PATH = re.compile(r"(?<![\w.])/\S*?/workspace/")
+
+
+def _inside_testbench(text: str | None) -> str | None:
+    """Evidence names files by their workspace path: keep the part inside the testbench."""
+    return _WORKSPACE_PATH.sub("", text) if text else text
+
+
 def judge_reference(outcome: Outcome | None, note: str) -> tuple[str, str]:
     """(reference_status, why) of the reference's outcome."""
     if outcome is None:
@@ -362,9 +370,7 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         speedup = broken.gate(None).speedup
     status, why, kind, observed = judge(inst, broken, reference, note, tc.gpu_present, compiler, device, speedup)
     ref_status, ref_why = judge_reference(reference, note)
-    # evidence names files by their workspace path: keep the part inside the testbench
-    inside = re.compile(re.escape(str(work)) + r"/(?:broken|reference)/workspace/")
-    why, evidence, ref_why = (inside.sub("", t) if t else t for t in (why, broken.classification.reason, ref_why))
+    why, evidence, ref_why = (_inside_testbench(t) for t in (why, broken.classification.reason, ref_why))
     rep = Reproduction(
         task_id=inst.task_id, labelled_category=inst.category, status=status,
         reproduced={"reproduced": True, "untested": None}.get(status, False), observed_category=observed,
@@ -428,3 +434,57 @@ def progress_line(done: int, total: int, rep: Reproduction) -> str:
     return f"[{done}/{total}] {rep.task_id}: {rep.status}{' (cached)' if rep.cached else ''}{why}"
 
 
+
+
+# -- reproduction from a run's stored rounds ---------------------------------------------------
+
+def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequence[Instance], gpu_present: bool,
+                              toolchain_note: str, device: str) -> list[Reproduction]:
+    """The reproduction of each instance judged from rounds a run already stored: a round whose
+    code is the broken file (the null fixer's) and one whose code is the reference (the replay
+    fixer's), with the same rules as ``reproduce``. For runs made before the reproduction stage
+    (their evidence is kept; nothing is built or run again). An instance without a stored round
+    of its broken file is ``untested``; one without a stored round of its reference is judged on
+    the broken file alone (``reference_status`` not_run)."""
+    from hercules.debug.fixers import kernelbench_alias
+    from hercules.problems.model import code_hash
+
+    by_task: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for rec in records:  # the first stored round of each code wins
+        by_task[rec["task_id"]].setdefault(rec["code_hash"], rec)
+    out: list[Reproduction] = []
+    for inst in instances:
+        rounds = by_task.get(inst.task_id, {})
+        ihash = instance_hash(inst)
+        broken_rec = rounds.get(code_hash(inst.broken_code()))
+        ref_code = inst.reference_code()
+        note, ref_rec = "", None
+        if ref_code is None:
+            note = "missing: the instance has no reference solution; only the failure was checked"
+        elif _is_baseline_reference(inst, ref_code):
+            note = ("baseline_only: the reference is the task's own PyTorch problem (the baseline the "
+                    "candidate is timed against), not a solution its build command accepts; no gold check")
+        else:
+            ref_rec = rounds.get(code_hash(ref_code)) or rounds.get(code_hash(kernelbench_alias(ref_code)))
+            if ref_rec is None:
+                note = "not_run: no stored round ran the reference (the replay fixer); judged on the broken file alone"
+        if broken_rec is None:
+            why = "no stored round ran the broken file (the null fixer) in this run"
+            out.append(Reproduction(inst.task_id, inst.category, "untested", None, cls.UNTESTED, why, "not_run", "",
+                                    "not_run", note or "not judged", toolchain_note, device, ihash, None, None, 0.0))
+            continue
+        broken = outcome_from_json(broken_rec["outcome"])
+        reference = outcome_from_json(ref_rec["outcome"]) if ref_rec else None
+        gate = broken_rec.get("gate") or {}
+        speedup = gate.get("speedup") if broken.correct else None
+        status, why, kind, observed = judge(inst, broken, reference, note, gpu_present, toolchain_note, device, speedup)
+        ref_status, ref_why = judge_reference(reference, note)
+        why, ref_why = _inside_testbench(why), _inside_testbench(ref_why)
+        out.append(Reproduction(
+            task_id=inst.task_id, labelled_category=inst.category, status=status,
+            reproduced={"reproduced": True, "untested": None}.get(status, False), observed_category=observed,
+            not_reproduced_why=why, why_kind=kind, evidence=(_inside_testbench(broken.classification.reason) or "")[:400],
+            reference_status=ref_status, reference_why=ref_why, toolchain=toolchain_note, device=device,
+            instance_hash=ihash, broken=broken_rec["outcome"], reference=ref_rec["outcome"] if ref_rec else None,
+            seconds=0.0, broken_speedup=speedup, observed_subtype=broken.classification.subtype))
+    return out
