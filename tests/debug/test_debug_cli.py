@@ -12,6 +12,7 @@ and, if not, why; pass@k is over the reproduced ones."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,9 @@ def _run(out: Path, *extra: str) -> dict:
     cmd = [sys.executable, "-m", "hercules.debug.cli", "run", "--corpus", str(CORPUS), "--category", "compile_error",
            "--device", "cpu", "--out", str(out), "--json", "--fixer", "null", "--fixer", "replay", "--k", "1",
            "--k", "2", "--jobs", "2", *(a for p in PROTOCOLS for a in ("--protocol", p)), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False)
+    # the run's own cache folder (beside RUN): the reproduction really builds every instance, as in CI
+    env = dict(os.environ, HERCULES_CACHE_DIR=str(out.parent / "cache"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)  # exactly one JSON object
 

@@ -5,7 +5,7 @@
     hercules debug run --fixer replay --fixer degenerate --protocol n=1,iter=1 --protocol n=2,iter=2,fb=evidence
     hercules debug run --fixer http --base-url http://127.0.0.1:8000/v1 --model M --protocol n=4,T=0.8
     hercules debug validate --corpus DIR --category compile_error --device cpu --json
-    hercules debug report RUN
+    hercules debug report RUN [--rescore] [--reproduce-from-rounds --corpus DIR]
 
 With ``--json`` exactly one JSON object goes to stdout; progress goes to stderr. A run resumes
 where it stopped when given the same ``--out``.
