@@ -1,8 +1,11 @@
 """End to end on CPU through the real CLI: ``hercules debug run`` with two scripted fixers (null,
-replay) x two protocols over every compile-error instance of the corpus, real nvcc builds.
+replay) x two protocols over compile-error instances of the corpus, real nvcc builds.
 
-About 5.5 minutes on two cores (35 instances; the four KernelBench candidates whose sources
-compile take 85-105 s each in the compile-only check). On a CPU machine nothing built can run, so
+One instance of each way a CPU machine sees them (nvcc errors, a KernelBench static-check
+rejection, a file that builds with nvcc 13.0, a missing library header, a reference that does not
+build): the whole corpus took 213 s on two cores (the four KernelBench candidates whose sources
+compile take 85-105 s each in the compile-only check), too much for CI;
+`benchmarks/results/cpu_debug_reproduction.md` is that run. On a CPU machine nothing built can run, so
 no fixer can pass. A null fixer's broken file is either a build error, with the compiler's or the
 static check's own words as its reason, or it compiled, and then it is ``untested``, never a pass.
 A second identical run resumes: every round is read back, nothing is rebuilt. Every row says
@@ -26,6 +29,9 @@ from hercules.debug.corpus import load_corpus
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "corpora" / "cudabeaver"
 PROTOCOLS = ("n=1,iter=1,fb=log,p=0.7", "n=2,iter=2,fb=evidence,hist=1,p=0")
+TASKS = ("cuda_180__compile_error__76f2d111", "cuda_227__compile_error__d12728ed", "cuda_173__compile_error__81485d75",
+         "kernelbench_level2_31__compile_error__3ae77b08", "cuda_104__compile_error__f8160fc8",
+         "cusparse_4__compile_error__cfcd99f6", "thunderkittens_based_linear_attn__compile_error__b80b51d7")
 BUILD_SUBTYPES = {"syntax_type", "api_misuse", "missing_header", "link", "static_check", "timeout"}
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -34,7 +40,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not i
 def _run(out: Path, *extra: str) -> dict:
     cmd = [sys.executable, "-m", "hercules.debug.cli", "run", "--corpus", str(CORPUS), "--category", "compile_error",
            "--device", "cpu", "--out", str(out), "--json", "--fixer", "null", "--fixer", "replay", "--k", "1",
-           "--k", "2", "--jobs", "2", *(a for p in PROTOCOLS for a in ("--protocol", p)), *extra]
+           "--k", "2", "--jobs", "2", *(a for p in PROTOCOLS for a in ("--protocol", p)),
+           *(a for t in TASKS for a in ("--task", t)), *extra]
     # the run's own cache folder (beside RUN): the reproduction really builds every instance, as in CI
     env = dict(os.environ, HERCULES_CACHE_DIR=str(out.parent / "cache"))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False, env=env)
@@ -43,9 +50,9 @@ def _run(out: Path, *extra: str) -> dict:
 
 
 @pytest.mark.timeout(1800)
-def test_two_fixers_two_protocols_on_every_compile_error_instance(tmp_path):
-    expected = {i.task_id for i in load_corpus(CORPUS, categories=("compile_error",)).instances}
-    assert len(expected) >= 30
+def test_two_fixers_two_protocols_on_compile_error_instances_of_each_kind(tmp_path):
+    expected = {i.task_id for i in load_corpus(CORPUS, categories=("compile_error",)).instances} & set(TASKS)
+    assert expected == set(TASKS)
     out = tmp_path / "run"
     summary = _run(out)
     tasks = summary["tasks"]
