@@ -78,6 +78,12 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
     assert honest["sandbox"]["mechanism"].startswith("bubblewrap") or honest["sandbox"]["reason"]
     assert honest["timing"]["wall_ms"] > 0 and honest["timing"]["median_ms"] >= honest["timing"]["wall_ms"]
     assert honest["limits"]["call_s"] >= 20
+    # Which bounds the kernel enforced is in the verdict: every controller this host lets us use.
+    from hercules.harness.sandbox import _own_cgroup
+
+    usable = {c for c in ("pids", "memory", "cpu") if os.geteuid() == 0 and _own_cgroup(c) is not None}
+    if honest["sandbox"]["mechanism"].startswith("bubblewrap"):
+        assert set(honest["sandbox"]["cgroups"]) == usable, honest["sandbox"]
 
 
 @pytest.mark.slow

@@ -229,7 +229,7 @@ def start_candidate_worker(log_path: Path, plan: build_mod.BuildPlan, private: P
     env = {**plan.env, "HOME": str(private), "TMPDIR": "/tmp"}
     worker = Worker.start("candidate", log_path, env=env, cwd=private, sandbox=box)
     info = {"mechanism": box.info.mechanism, "isolated": list(box.info.isolated), "missing": list(box.info.missing),
-            "reason": box.info.reason}
+            "reason": box.info.reason, "cgroups": list(box.cgroups)}
     return worker, info
 
 

@@ -587,6 +587,12 @@ class Sandbox:
         self._cgroups: _Cgroups | None = None
 
     @property
+    def cgroups(self) -> tuple[str, ...]:
+        """The controllers whose bounds the kernel enforces on this sandbox (made at its first
+        start; empty where the host lets this process make none, or before any start)."""
+        return tuple(sorted(self._cgroups.paths)) if self._cgroups is not None else ()
+
+    @property
     def breach(self) -> str | None:
         """Why the sandbox was ended for a bound, if it was: the watchdog's finding, or a kernel
         OOM kill inside the memory cgroup (read when asked: the worker's death may be seen
