@@ -100,8 +100,9 @@ def compare_outputs(outputs: list[Any], types: list[str], expected: list[torch.T
 
 
 # Elements per slice of a comparison: every float64 temporary is this size (128 MB), not the
-# output's. Whole-tensor temporaries took a 6.4 GB fp32 output (KernelBench 21_Sigmoid) to about
-# 40 GB of device memory beside the truth, and the device ran out.
+# output's. Whole-tensor temporaries (the candidate's output upcast, the difference, masks, the
+# bound) add up to about 40 GB beside the truth for a 6.4 GB fp32 output (KernelBench 21_Sigmoid,
+# which ran out of device memory on the H200).
 COMPARE_CHUNK = 1 << 24
 
 
