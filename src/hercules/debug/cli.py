@@ -302,19 +302,24 @@ def report_command(run_dir, corpus_dir, ks, rescore, from_rounds, score_all, as_
         sys.stdout.write(text)
 
 
-def _reproduction_from_rounds(run_dir: Path, corpus_dir: Path | None, score_all: bool) -> None:
-    from hercules.debug.corpus import load_corpus
-    from hercules.debug.reproduce import counts, reproductions_from_rounds
-    from hercules.debug.store import DebugStore, write_json_atomic
-
+def _run_meta_and_corpus(run_dir: Path, corpus_dir: Path | None, lacking: str):
+    """A debug run folder's run.json and its instances, from --corpus or the corpus the run named."""
     meta_path = run_dir / "run.json"
     if not meta_path.is_file():
-        raise click.UsageError(f"{run_dir} has no run.json: not a debug run folder")
+        raise click.UsageError(f"{run_dir} {lacking}: not a debug run folder")
     meta = json.loads(meta_path.read_text())
     root = corpus_dir or Path(meta["corpus"])
     if not root.is_dir():
         raise click.UsageError(f"the run's corpus {root} is not here; give its folder with --corpus")
-    load = load_corpus(root, task_ids=tuple(meta["tasks"]))
+    return meta, load_corpus(root, task_ids=tuple(meta["tasks"]))
+
+
+def _reproduction_from_rounds(run_dir: Path, corpus_dir: Path | None, score_all: bool) -> None:
+    from hercules.debug.reproduce import counts, reproductions_from_rounds
+    from hercules.debug.store import DebugStore, write_json_atomic
+
+    meta_path = run_dir / "run.json"
+    meta, load = _run_meta_and_corpus(run_dir, corpus_dir, "has no run.json")
     store = DebugStore(run_dir)
     try:
         records = store.rows()
@@ -332,23 +337,15 @@ def _reproduction_from_rounds(run_dir: Path, corpus_dir: Path | None, score_all:
 
 
 def _summary_from_store(run_dir: Path, corpus_dir: Path | None, ks) -> dict:
-    from hercules.debug.corpus import load_corpus
     from hercules.debug.protocol import Protocol
     from hercules.debug.report import summarise
     from hercules.debug.runner import stored_trajectories
     from hercules.debug.store import DebugStore
 
-    meta_path = run_dir / "run.json"
-    if not meta_path.is_file():
-        raise click.UsageError(f"{run_dir} has neither summary.json nor run.json: not a debug run folder")
-    meta = json.loads(meta_path.read_text())
-    root = corpus_dir or Path(meta["corpus"])
-    if not root.is_dir():
-        raise click.UsageError(f"the run's corpus {root} is not here; give its folder with --corpus")
-    load = load_corpus(root, task_ids=tuple(meta["tasks"]))
+    meta, load = _run_meta_and_corpus(run_dir, corpus_dir, "has neither summary.json nor run.json")
     missing = sorted(set(meta["tasks"]) - {i.task_id for i in load.instances})
     if missing:
-        raise click.UsageError(f"{len(missing)} of the run's tasks are not in {root} (e.g. {missing[0]})")
+        raise click.UsageError(f"{len(missing)} of the run's tasks are not in {load.root} (e.g. {missing[0]})")
     store = DebugStore(run_dir)
     try:
         trajectories, unfinished = stored_trajectories(store, load.instances, meta["fixers"],

@@ -213,6 +213,16 @@ def _is_baseline_reference(inst: Instance, reference: str) -> bool:
     return norm(problem.read_text(encoding="utf-8", errors="replace")) == norm(reference)
 
 
+def _no_gold_check(inst: Instance, reference: str | None) -> str:
+    """Why the reference cannot be checked ("" when it can): none given, or only the baseline."""
+    if reference is None:
+        return "missing: the instance has no reference solution; only the failure was checked"
+    if _is_baseline_reference(inst, reference):
+        return ("baseline_only: the reference is the task's own PyTorch problem (the baseline the "
+                "candidate is timed against), not a solution its build command accepts; no gold check")
+    return ""
+
+
 def _describe(outcome: Outcome) -> str:
     c = outcome.classification
     return f"{c.category}{'/' + c.subtype if c.subtype else ''}: {c.reason}".strip().rstrip(":")[:300]
@@ -352,13 +362,8 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         broken, _ = run_solution(inst, inst.broken_code(), work / "broken", tc, opts, gpu_lock)
         ref_code = inst.reference_code()
         reference: Outcome | None = None
-        note = ""
-        if ref_code is None:
-            note = "missing: the instance has no reference solution; only the failure was checked"
-        elif _is_baseline_reference(inst, ref_code):
-            note = ("baseline_only: the reference is the task's own PyTorch problem (the baseline the "
-                    "candidate is timed against), not a solution its build command accepts; no gold check")
-        else:
+        note = _no_gold_check(inst, ref_code)
+        if not note:
             reference, _ = run_solution(inst, ref_code, work / "reference", tc, opts, gpu_lock)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -461,13 +466,8 @@ def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequ
         ihash = instance_hash(inst)
         broken_rec = rounds.get(code_hash(inst.broken_code()))
         ref_code = inst.reference_code()
-        note, ref_rec = "", None
-        if ref_code is None:
-            note = "missing: the instance has no reference solution; only the failure was checked"
-        elif _is_baseline_reference(inst, ref_code):
-            note = ("baseline_only: the reference is the task's own PyTorch problem (the baseline the "
-                    "candidate is timed against), not a solution its build command accepts; no gold check")
-        else:
+        note, ref_rec = _no_gold_check(inst, ref_code), None
+        if not note:
             ref_rec = rounds.get(code_hash(ref_code)) or rounds.get(code_hash(kernelbench_alias(ref_code)))
             if ref_rec is None:
                 note = "not_run: no stored round ran the reference (the replay fixer); judged on the broken file alone"

@@ -126,7 +126,6 @@ class _Figures:
     bad: int = 0  # non-finite where the reference is finite
     bad_nan: bool = False
     nonfinite_differ: bool = False
-    all_finite: bool = True
     count: int = 0  # finite reference positions
     max_abs: float = 0.0
     diff_sq: float = 0.0
@@ -144,7 +143,6 @@ def _gather(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, chunk: int | N
         all_finite = bool(finite.all())
         bad = ~torch.isfinite(cand)
         if not all_finite:
-            f.all_finite = False
             bad &= finite
             if not torch.equal(cand[~finite].nan_to_num(), truth[~finite].nan_to_num()):
                 f.nonfinite_differ = True

@@ -236,6 +236,15 @@ def start_candidate_worker(log_path: Path, plan: build_mod.BuildPlan, private: P
 # ---- the evaluation -----------------------------------------------------------------------
 
 
+FRESH_OUTPUTS_WRONG = "outputs of calls on fresh values in the timing buffers are wrong"
+
+
+def _revalidation_failed(findings: list[Finding], message: str) -> MeasureOutcome:
+    """The candidate's outputs were wrong in its own timing buffers: no time, a result_cache flag."""
+    findings.append(Finding(Flag.RESULT_CACHE.value, message))
+    return MeasureOutcome(timing=None, findings=tuple(findings), revalidated=False, revalidation_error=message)
+
+
 class _Evaluation:
     def __init__(self, problem, candidate, options, device, workdir, gpu_lock):
         self.problem: Problem = problem
@@ -615,9 +624,8 @@ class _Evaluation:
         wall_ms, enqueue_ms, lines = self._burst_wall(calls, overhead_ms, revalidation_seeds[0], event_ms)
         executed.update(lines)
         if wall_ms is None:
-            message = "outputs of the timed calls are wrong (judged against the refreshed values)"
-            findings.append(Finding(Flag.RESULT_CACHE.value, message))
-            return MeasureOutcome(timing=None, findings=tuple(findings), revalidated=False, revalidation_error=message)
+            return _revalidation_failed(findings, "outputs of the timed calls are wrong (judged against the "
+                                                  "refreshed values)")
         if self._hidden_work(event_ms, wall_ms, enqueue_ms):
             retry = self._burst_wall(calls, overhead_ms, revalidation_seeds[0], event_ms)  # busy host?
             if retry[0] is not None and retry[0] < wall_ms:
@@ -627,9 +635,7 @@ class _Evaluation:
         # the repeated-value burst above fast and these slow; honest code runs both alike.
         fresh_ms = None if interpreted else self._fresh_pass_ms(sets, max(event_ms, wall_ms), overhead_ms)
         if fresh_ms is None and not interpreted:
-            message = "outputs of calls on fresh values in the timing buffers are wrong"
-            findings.append(Finding(Flag.RESULT_CACHE.value, message))
-            return MeasureOutcome(timing=None, findings=tuple(findings), revalidated=False, revalidation_error=message)
+            return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
         bound_ms = max(event_ms, wall_ms)
         pass_sets = getattr(self, "fresh_pass_sets", sets)
         seen_ms = getattr(self, "seen_pass_ms", wall_ms)
@@ -639,21 +645,22 @@ class _Evaluation:
             # (an honest candidate was flagged that way once): on the CPU only a reuse that saves
             # more than PARENT_SLACK_MS per call is taken as one.
             slack_ms = max(slack_ms, PARENT_SLACK_MS)
-        if fresh_ms is not None and fresh_ms > FRESH_RATIO_LIMIT * seen_ms + slack_ms:
+
+        def reused(fresh: float, seen: float) -> bool:
+            return fresh > FRESH_RATIO_LIMIT * seen + slack_ms
+
+        if fresh_ms is not None and reused(fresh_ms, seen_ms):
             # Once more before it counts: a burst of load from another process (a compiler on the
             # 2-core host) can slow one round of passes; reuse of results slows every round.
             again = self._fresh_pass_ms(sets, max(event_ms, wall_ms), overhead_ms)
             if again is None:
-                message = "outputs of calls on fresh values in the timing buffers are wrong"
-                findings.append(Finding(Flag.RESULT_CACHE.value, message))
-                return MeasureOutcome(timing=None, findings=tuple(findings), revalidated=False,
-                                      revalidation_error=message)
+                return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
             again_seen = getattr(self, "seen_pass_ms", wall_ms)
-            if again <= FRESH_RATIO_LIMIT * again_seen + slack_ms:
+            if not reused(again, again_seen):
                 self.notes.append(f"one round of never-seen-value passes was slow ({fresh_ms:.4f} against "
                                   f"{seen_ms:.4f} ms per call); measured again: {again:.4f} against {again_seen:.4f}")
                 fresh_ms, seen_ms = again, again_seen
-        if fresh_ms is not None and fresh_ms > FRESH_RATIO_LIMIT * seen_ms + slack_ms:
+        if fresh_ms is not None and reused(fresh_ms, seen_ms):
             findings.append(Finding(Flag.RESULT_CACHE.value,
                                     f"{fresh_ms:.4f} ms per call on never-seen values against {seen_ms:.4f} ms on "
                                     "the same values repeated, by the parent's clock (results reused across calls?)"))

@@ -424,9 +424,9 @@ class _Launch:
 
 
 class _Cgroups:
-    """Kernel-enforced bounds for one sandbox: a pids cgroup and, where the host has the
-    controller, a memory cgroup; each nested under this process's own cgroup, so a container's
-    limits still apply.
+    """Kernel-enforced bounds for one sandbox: pids, cpu and memory cgroups, each where the host
+    has the controller and lets this process use it, nested under this process's own cgroup so a
+    container's limits still apply.
 
     The watchdog alone cannot stop an exponential fork bomb run as root (the kernel does not apply
     RLIMIT_NPROC to uid 0): on the 2-core machine one grew past 7,000 tasks between two looks and

@@ -229,7 +229,7 @@ class ReferenceWorker:
         values = self._inputs(msg["seed"])
         fd, layout = write_pack(values, "inputs")
         signature = [f"{tuple(v.shape)}:{v.dtype}" if isinstance(v, torch.Tensor) else repr(v) for v in values]
-        nbytes = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+        nbytes = _timing.set_bytes(values)
         return {"layout": layout.to_message(), "signature": signature, "input_bytes": nbytes, "fds": 1, "_fds": [fd]}
 
     def _expected(self, seed: int) -> dict[str, Any]:
@@ -363,9 +363,7 @@ class ReferenceWorker:
         with torch.no_grad():
             flops, out = count_flops(self.model, values)
         outs = flatten_outputs(out)
-        in_bytes = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-        out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
-        return {"flops": flops, "input_bytes": in_bytes, "output_bytes": out_bytes}
+        return {"flops": flops, "input_bytes": _timing.set_bytes(values), "output_bytes": _timing.set_bytes(outs)}
 
     def op_ceilings(self, msg):
         from hercules.harness.roofline import measure_ceilings
