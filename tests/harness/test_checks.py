@@ -132,3 +132,15 @@ def test_the_comparison_slice_by_slice_says_what_the_whole_tensor_says(index):
     assert (sliced.ok, sliced.problems, sliced.flags) == (whole.ok, whole.problems, whole.flags)
     assert sliced.max_abs_err == whole.max_abs_err
     assert sliced.rel_err == pytest.approx(whole.rel_err, rel=1e-12, abs=1e-300)
+
+
+def test_relative_error_slice_by_slice_is_the_norm_ratio():
+    from hercules.harness.checks import relative_error
+
+    g = torch.Generator().manual_seed(1)
+    truth = torch.randn(53, 41, generator=g, dtype=torch.float64)
+    value = (truth + 1e-3 * torch.randn(53, 41, generator=g, dtype=torch.float64)).float()
+    expected = float((value.double() - truth).norm() / truth.norm())
+    assert relative_error(value, truth, chunk=97) == pytest.approx(expected, rel=1e-12)
+    assert relative_error(value.t(), truth.t(), chunk=97) == pytest.approx(expected, rel=1e-12)
+    assert relative_error(value, torch.zeros_like(truth)) == pytest.approx(float(value.double().norm()))
