@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hercules.debug import classifier as cls
+from hercules.debug import interrupt
 from hercules.debug.corpus import Instance
 from hercules.debug.gate import GateResult, parse_task_timing
 from hercules.debug.region_timer import REGION, perf_command, read_region_ms, region_environment, timer_library
@@ -294,6 +295,7 @@ RUNNERS = {"native": run_native, "kernelbench": run_kernelbench, "defpy": run_de
 
 def run_solution(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
                  gpu_lock: DeviceLock) -> tuple[Outcome, float]:
+    interrupt.check()  # a stopped run starts nothing new
     start = time.perf_counter()
     outcome = RUNNERS[inst.kind](inst, code, where, tc, opts, gpu_lock)
     return outcome, time.perf_counter() - start

@@ -8,7 +8,9 @@
     hercules debug report RUN [--rescore] [--reproduce-from-rounds --corpus DIR]
 
 With ``--json`` exactly one JSON object goes to stdout; progress goes to stderr. A run resumes
-where it stopped when given the same ``--out``.
+where it stopped when given the same ``--out``. SIGINT or SIGTERM stops ``run`` and ``validate``
+within seconds (builds and tests in flight killed and not recorded); ``run`` then writes a partial
+summary whose ``progress`` says what is done and what is left, and exits with status 130.
 
 ``run`` first reproduces every instance (``reproduce``: the broken file and the reference through
 the instance's own commands, cached per instance and toolchain) and scores pass@k over the
@@ -18,6 +20,7 @@ reproduced instances only; ``--all`` scores every instance.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +28,7 @@ from pathlib import Path
 import click
 
 from hercules.debug.corpus import CorpusError, default_corpus_dir, load_corpus
+from hercules.debug.interrupt import stop_on_signals
 
 
 def _corpus_option(f):
@@ -116,11 +120,21 @@ def write_reports(run_dir: Path, summary: dict) -> str:
     return text
 
 
-def _reproductions(instances, tc, opts, jobs, gpu_lock=None):
-    """Every instance's reproduction (cached under the cache dir), progress on stderr."""
-    from hercules.debug.reproduce import ReproductionCache, default_cache_root, progress_line, reproduce_all
+def _reproduction_cache(opts):
+    from hercules.debug.reproduce import ReproductionCache, default_cache_root
 
-    cache = ReproductionCache(default_cache_root(opts.cache_dir))
+    return ReproductionCache(default_cache_root(opts.cache_dir))
+
+
+def _reproductions(instances, tc, opts, jobs, gpu_lock=None):
+    """Every instance's reproduction (cached under the cache dir), progress on stderr; a stopped
+    run returns the ones finished."""
+    from hercules.debug.reproduce import cached_count, progress_line, reproduce_all, toolchain_identity
+
+    cache = _reproduction_cache(opts)
+    identity, device, _ = toolchain_identity(tc)
+    click.echo(f"reproduce: {cached_count(instances, tc, cache)} of {len(instances)} instances cached for this "
+               f"toolchain and device ({identity}; {device})", err=True)
 
     def progress(done, total, rep):
         click.echo("reproduce " + progress_line(done, total, rep), err=True)
@@ -169,14 +183,19 @@ def validate_command(corpus_dir, family, category, difficulty, task, limit, devi
     if not instances:
         raise click.UsageError("no instance matches the filters")
     tc, opts = _toolchain_and_options(device, build_timeout, test_timeout, budget)
-    summary = validation_summary(load, _reproductions(instances, tc, opts, jobs), tc)
-    if as_json:
-        click.echo(json.dumps(summary, default=str))
-        return
-    for row in summary["instances"]:
-        click.echo(f"{row['task_id']:60s} {row['status']:15s} {row['not_reproduced_why'] or ''}")
-    for cat, c in summary["counts"]["by_category"].items():
-        click.echo(f"{cat}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    with stop_on_signals() as stop:  # a stop keeps the finished (cached) ones and reports them
+        summary = validation_summary(load, _reproductions(instances, tc, opts, jobs), tc)
+        if as_json:
+            click.echo(json.dumps(summary, default=str))
+        else:
+            for row in summary["instances"]:
+                click.echo(f"{row['task_id']:60s} {row['status']:15s} {row['not_reproduced_why'] or ''}")
+            for cat, c in summary["counts"]["by_category"].items():
+                click.echo(f"{cat}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+        if stop.is_set():
+            click.echo(f"validate: stopped by a signal after {len(summary['instances'])} of {len(instances)}",
+                       err=True)
+            _exit_stopped()
 
 
 @debug_group.command("run")
@@ -205,7 +224,6 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
     """Run fixers over the corpus under one or more protocols; write RUN/summary.json and reports."""
     from hercules.debug.protocol import Protocol
     from hercules.debug.report import summarise
-    from hercules.debug.reproduce import reusable_outcomes
     from hercules.debug.runner import Benchmark
     from hercules.debug.store import DebugStore, write_json_atomic
 
@@ -229,13 +247,42 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
         "device": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}",
         "tasks": [i.task_id for i in instances], "scored": "all" if score_all else "reproduced"})
     bench = Benchmark(store, tc, opts, fixers, protocols, jobs)
-    # Reproduction first (cached): its deterministic outcomes (build failures, untestable builds)
-    # are the outcomes of the same code in this run, so a fixer that returns the broken file or the
-    # reference does not build it again.
-    reproductions = _reproductions(instances, tc, opts, jobs, bench.gpu_lock)
-    write_json_atomic(run_dir / "reproduction.json", validation_summary(load, reproductions, tc))
-    bench.reuse_outcomes(reusable_outcomes(reproductions))
     total = len(fixers) * sum(p.attempts for p in protocols) * len(instances)
+    # SIGINT/SIGTERM (a time guard's ``timeout --signal=INT``) stops the run within seconds: the
+    # builds and tests in flight are killed and dropped, everything finished is already kept (the
+    # reproduction cache, the rounds' result.json files), and a partial summary is written.
+    with stop_on_signals() as stop:
+        # Reproduction first (cached): its deterministic outcomes (build failures, untestable
+        # builds) are the outcomes of the same code in this run, so a fixer that returns the broken
+        # file or the reference does not build it again.
+        reproductions = _reproductions(instances, tc, opts, jobs, bench.gpu_lock)
+        write_json_atomic(run_dir / "reproduction.json", validation_summary(load, reproductions, tc))
+        trajectories = [] if stop.is_set() else _score(bench, instances, reproductions, total)
+        interrupted = stop.is_set()
+        if interrupted:
+            click.echo("debug run: stopped by a signal; summarising what finished", err=True)
+            summary = _summary_from_store(run_dir, load.root, ks)
+        else:
+            store.close()
+            summary = summarise(trajectories, load.root.name, ks, reproductions, score_all)
+            summary["run_dir"] = str(run_dir)
+            summary["device"] = {"requested": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}"}
+        finished = summary["partial"]["finished_trajectories"] if interrupted else len(trajectories)
+        summary["progress"] = _progress(instances, tc, opts, total, finished, interrupted)
+        write_reports(run_dir, summary)
+        click.echo(progress_text(summary["progress"]), err=True)
+        if as_json:
+            click.echo(json.dumps(summary, default=str))
+        else:
+            for m in summary["pass_at_k"]:
+                click.echo(f"{m['label']} = {m['value']:.3f}")
+            click.echo(f"report: {run_dir / 'report.md'}")
+        if interrupted:
+            _exit_stopped()
+
+
+def _score(bench, instances, reproductions, total):
+    """The fixers' trajectories over the instances, a progress line on stderr as each finishes."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -245,30 +292,53 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
         TimeElapsedColumn,
     )
 
+    from hercules.debug.reproduce import reusable_outcomes
+
+    bench.reuse_outcomes(reusable_outcomes(reproductions))
     console = Console(stderr=True)
+    count = 0
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         job = bar.add_task("debug run", total=total)
 
         def tick(traj):
+            nonlocal count
+            count += 1
             bar.advance(job)
             if not console.is_terminal:
                 final = traj.final
-                console.print(f"[{traj.fixer}] {traj.instance.task_id}: {final['category']} "
-                              f"({final['reason'][:100]})", markup=False, highlight=False)
+                click.echo(f"attempt [{count}/{total}] [{traj.fixer}] {traj.instance.task_id}: {final['category']}"
+                           f"{' (stored)' if traj.stored else ''} ({final['reason'][:100]})", err=True)
 
-        trajectories = bench.run(instances, tick)
-    store.close()
-    summary = summarise(trajectories, load.root.name, ks, reproductions, score_all)
-    summary["run_dir"] = str(run_dir)
-    summary["device"] = {"requested": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}"}
-    write_reports(run_dir, summary)
-    if as_json:
-        click.echo(json.dumps(summary, default=str))
-    else:
-        for m in summary["pass_at_k"]:
-            click.echo(f"{m['label']} = {m['value']:.3f}")
-        click.echo(f"report: {run_dir / 'report.md'}")
+        return bench.run(instances, tick)
+
+
+def _progress(instances, tc, opts, total, finished, interrupted) -> dict:
+    """How much of the run is done and what is left: reproductions cached for this toolchain and
+    device, trajectories stored in the run folder."""
+    from hercules.debug.reproduce import cached_count
+
+    cached = cached_count(instances, tc, _reproduction_cache(opts))
+    return {"interrupted": interrupted,
+            "reproductions": {"instances": len(instances), "cached": cached, "to_do": len(instances) - cached},
+            "attempts": {"trajectories": total, "finished": finished, "to_do": total - finished}}
+
+
+def progress_text(progress: dict) -> str:
+    r, a = progress["reproductions"], progress["attempts"]
+    state = ("interrupted: run again with the run folder and the reproduction cache to go on"
+             if progress["interrupted"] else "complete" if not (r["to_do"] or a["to_do"]) else "finished")
+    return (f"debug run progress: reproductions {r['cached']}/{r['instances']} cached ({r['to_do']} to do); "
+            f"attempts {a['finished']}/{a['trajectories']} finished ({a['to_do']} to do); {state}")
+
+
+def _exit_stopped() -> None:
+    """Leave at once after a stop (exit status 130, as for SIGINT): a thread still waiting on work
+    that cannot be interrupted (an evaluation worker) must not hold the exit; what it would finish
+    is not needed, and every file the run keeps was written whole (atomically)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 @debug_group.command("report")

@@ -39,12 +39,12 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from hercules.debug import classifier as cls
+from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution
 from hercules.debug.corpus import Instance
 from hercules.debug.toolchain import Toolchain
@@ -158,6 +158,12 @@ def toolchain_identity(tc: Toolchain) -> tuple[str, str, str]:
 
 def cache_key(inst_hash: str, identity: str, device: str) -> str:
     return hashlib.sha256(f"{RULES_VERSION}\n{inst_hash}\n{identity}\n{device}".encode()).hexdigest()[:32]
+
+
+def instance_key(inst: Instance, tc: Toolchain) -> str:
+    """The cache key of an instance's reproduction with this toolchain on this device."""
+    identity, device, _ = toolchain_identity(tc)
+    return cache_key(instance_hash(inst), identity, device)
 
 
 # -- outcomes back from JSON (so an attempt can reuse a reproduction's outcome) ------------------
@@ -396,7 +402,8 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
 def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache,
                   jobs: int = 2, progress: Callable[[int, int, Reproduction], None] | None = None,
                   gpu_lock: DeviceLock | None = None) -> list[Reproduction]:
-    """Every instance's reproduction, in the instances' order; each one cached as soon as it is done."""
+    """Every instance's reproduction, in the instances' order; each one cached as soon as it is done.
+    A stopped run (``interrupt.STOP``) returns the ones finished, the others left out."""
     gpu_lock = gpu_lock or DeviceLock()
     results: list[Reproduction | None] = [None] * len(instances)
     done = 0
@@ -405,20 +412,24 @@ def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions
         try:
             return reproduce(inst, tc, opts, cache, gpu_lock)
         except Exception as exc:  # noqa: BLE001 -- a failure is data: the other instances go on (not cached)
+            if interrupt.STOP.is_set():
+                raise
             identity, device, _ = toolchain_identity(tc)
             why = f"the reproduction itself failed: {type(exc).__name__}: {exc}"[:400]
             return Reproduction(inst.task_id, inst.category, "untested", None, cls.UNTESTED, why, "error", "",
                                 "untested", why, identity, device, "", None, None, 0.0)
 
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = {pool.submit(one, inst): i for i, inst in enumerate(instances)}
-        for future in as_completed(futures):
-            i = futures[future]
-            results[i] = future.result()
-            done += 1
-            if progress:
-                progress(done, len(instances), results[i])
+    for i, rep in interrupt.map_until_stopped(one, instances, jobs):
+        results[i] = rep
+        done += 1
+        if progress:
+            progress(done, len(instances), rep)
     return [r for r in results if r is not None]
+
+
+def cached_count(instances: Sequence[Instance], tc: Toolchain, cache: ReproductionCache) -> int:
+    """How many of the instances have a reusable reproduction in the cache (for this toolchain and device)."""
+    return sum(cache.get(instance_key(inst, tc)) is not None for inst in instances)
 
 
 def counts(reproductions: Sequence[Reproduction]) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
 from hercules.debug import classifier as cls
+from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution
 from hercules.debug.corpus import Instance
 from hercules.debug.fixers import kernelbench_alias
@@ -35,6 +35,7 @@ class Trajectory:
     sample: int
     rounds: tuple[dict[str, Any], ...]
     modes: tuple[str, ...]
+    stored: bool = False  # every round read back from the run folder (a resumed run), none run now
 
     def passes(self, p: float) -> bool:
         return any(_gate(r).passes(p) for r in self.rounds)
@@ -134,10 +135,12 @@ class Benchmark:
         code = inst.broken_code()
         rounds: list[dict[str, Any]] = []
         history: list[Round] = []
+        stored = True
         for r in range(protocol.iterations):
             where = self.store.round_dir(fixer_name, protocol.describe(), inst.task_id, sample, r)
             record = self.store.load(where)
             if record is None:
+                stored = False
                 start = time.perf_counter()
                 answer = fixer.fix(FixRequest(inst, code, protocol, sample, r, tuple(history)))
                 where.mkdir(parents=True, exist_ok=True)
@@ -155,7 +158,7 @@ class Benchmark:
                                  round_metrics(record)))
             if _gate(record).passes(protocol.p):
                 break
-        return _trajectory(fixer_name, protocol, inst, sample, rounds)
+        return _trajectory(fixer_name, protocol, inst, sample, rounds, stored)
 
     def run(self, instances: Sequence[Instance], progress: Callable[[Trajectory], None] | None = None
             ) -> list[Trajectory]:
@@ -166,24 +169,22 @@ class Benchmark:
         # instances: 600 s, one core busy).
         groups = [[(f, p, inst, s) for p in self.protocols for s in range(p.attempts)]
                   for inst in instances for f in self.fixers]
+        # A stopped run (interrupt.STOP) returns the groups finished; every round finished is stored.
         done: list[list[Trajectory] | None] = [None] * len(groups)
-        with ThreadPoolExecutor(self.jobs) as pool:
-            futures = {pool.submit(lambda g: [self.trajectory(*job) for job in g], group): i
-                       for i, group in enumerate(groups)}
-            for future in as_completed(futures):
-                trajectories = future.result()
-                done[futures[future]] = trajectories
-                if progress:
-                    for traj in trajectories:
-                        progress(traj)
+        for i, trajectories in interrupt.map_until_stopped(lambda g: [self.trajectory(*job) for job in g],
+                                                           groups, self.jobs):
+            done[i] = trajectories
+            if progress:
+                for traj in trajectories:
+                    progress(traj)
         return [traj for group in done for traj in group or ()]
 
 
-def _trajectory(fixer: str, protocol: Protocol, inst: Instance, sample: int, rounds: Sequence[dict[str, Any]]
-                ) -> Trajectory:
+def _trajectory(fixer: str, protocol: Protocol, inst: Instance, sample: int, rounds: Sequence[dict[str, Any]],
+                stored: bool = False) -> Trajectory:
     passed = any(_gate(x).passes(protocol.p) for x in rounds)
     modes = stagnation_modes([x["code_hash"] for x in rounds], [x["category"] for x in rounds], passed)
-    return Trajectory(fixer, protocol, inst, sample, tuple(rounds), modes)
+    return Trajectory(fixer, protocol, inst, sample, tuple(rounds), modes, stored)
 
 
 def stored_trajectories(store: DebugStore, instances: Sequence[Instance], fixers: Sequence[str],
@@ -205,7 +206,7 @@ def stored_trajectories(store: DebugStore, instances: Sequence[Instance], fixers
                         if _gate(record).passes(protocol.p):
                             break
                     if rounds and (len(rounds) == protocol.iterations or _gate(rounds[-1]).passes(protocol.p)):
-                        finished.append(_trajectory(fixer, protocol, inst, sample, rounds))
+                        finished.append(_trajectory(fixer, protocol, inst, sample, rounds, stored=True))
                     else:
                         unfinished += 1
     return finished, unfinished

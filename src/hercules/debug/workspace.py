@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hercules.debug import interrupt
 from hercules.debug.corpus import Instance
 
 TAIL_CHARS = 16_000  # head + tail kept in the record; the full log is on disk
@@ -71,22 +72,30 @@ def _tail(path: Path) -> str:
 
 def run_command(stage: str, command: str, workspace: Path, env: dict[str, str], timeout_s: float,
                 log_dir: Path, notes: tuple[str, ...] = ()) -> CommandResult:
-    """Run one stage; output goes to ``log_dir/<stage>.stdout|stderr``. Never raises for the command."""
+    """Run one stage; output goes to ``log_dir/<stage>.stdout|stderr``. Never raises for the command;
+    raises ``interrupt.Interrupted`` when the run is stopped (the stage killed, no result)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{stage}.stdout", log_dir / f"{stage}.stderr"
     start = time.perf_counter()
     timed_out = False
+    interrupt.check()
     with out_path.open("wb") as out, err_path.open("wb") as err:
         # A new session, so a timeout kills the whole tree (make -> nvcc -> cicc, python -> ./test.out).
         proc = subprocess.Popen(["bash", "-c", command], cwd=workspace, env=env, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        interrupt.register(proc.pid)  # a stop of the run kills the tree at once
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        finally:
+            interrupt.unregister(proc.pid)
+    # Killed (or maybe just finished) as the run was stopped: not an outcome of the code.
+    interrupt.check()
     seconds = time.perf_counter() - start
     rc = proc.returncode
     # bash reports a child killed by signal N as 128 + N.
