@@ -406,6 +406,20 @@ def test_sigkill_of_the_owning_process_leaves_nothing_alive(tmp_path):
 
 
 @needs_bwrap
+def test_a_temp_folder_on_sys_path_does_not_show_the_sandbox_the_temp_root(tmp_path, monkeypatch):
+    # `python /tmp/script.py` puts /tmp on sys.path; other candidates' private folders live there.
+    neighbour = Path(tempfile.mkdtemp(prefix="hercules-candidate-"))
+    try:
+        (neighbour / "candidate.py").write_text("another candidate's code")
+        monkeypatch.setattr(sys, "path", [tempfile.gettempdir(), *sys.path])
+        box = Sandbox(tmp_path / "private")
+        rc, out, err = run_inside(box, FILES, str(neighbour / "candidate.py"), "")
+        assert rc == 0, err
+        assert json.loads(out)[f"read {neighbour / 'candidate.py'}"] == "FileNotFoundError"
+    finally:
+        shutil.rmtree(neighbour, ignore_errors=True)
+
+
 def test_sandbox_started_from_a_thread_that_ends_lives_on(tmp_path):
     # The parent-death signal follows the thread that forked bwrap; without the spawner thread the
     # sandbox died when this short-lived thread returned.
@@ -604,6 +618,46 @@ def test_the_command_is_inside_the_sandboxs_cgroups_before_its_first_instruction
     finally:
         box.kill()
     assert p.returncode == -signal.SIGKILL
+
+
+def _ran_once(folder: Path) -> Sandbox:
+    """A sandbox that has run one short command (its cgroups are made at its first start)."""
+    box = Sandbox(folder)
+    p = box.popen([sys.executable, "-c", "pass"], env=dict(os.environ))
+    try:
+        p.wait(timeout=60)
+    finally:
+        box.kill()
+    return box
+
+
+def test_each_controller_is_either_a_cgroup_or_said_why_not(tmp_path):
+    box = _ran_once(tmp_path / "box")
+    made, missing = set(box.cgroups), box.cgroups_missing
+    assert made | set(missing) == {"pids", "cpu", "memory"} and not made & set(missing), (made, missing)
+    assert all(reason.strip() for reason in missing.values()), missing
+
+
+def _cgroup_v2_container() -> bool:
+    """cgroup v2 only, this process's cgroup the container's own (pid 1 in it), pids available."""
+    lines = Path("/proc/self/cgroup").read_text().splitlines()
+    init = Path("/proc/1/cgroup").read_text().splitlines()
+    if lines != [line for line in lines if line.startswith("0::")] or not lines:
+        return False
+    ours, theirs = lines[0].split(":", 2)[2].strip("/"), init[0].split(":", 2)[2].strip("/") if init else None
+    folder = Path("/sys/fs/cgroup") / ours
+    if folder.name == "hercules-leaf":
+        folder, ours = folder.parent, str(Path(ours).parent).strip(".")
+    return theirs in (ours, f"{ours}/hercules-leaf".strip("/")) and \
+        "pids" in (folder / "cgroup.controllers").read_text().split() and os.access(folder, os.W_OK)
+
+
+@pytest.mark.skipif(not _cgroup_v2_container(), reason="needs a cgroup v2 container whose cgroup this process may write")
+def test_in_a_cgroup_v2_container_each_sandbox_gets_its_cgroups(tmp_path):
+    # The H200 machine's layout: the container's cgroup holds its processes, so its controllers
+    # can be enabled below it only once they sit in a leaf.
+    box = _ran_once(tmp_path / "box")
+    assert "pids" in box.cgroups and "memory" in box.cgroups, box.cgroups_missing
 
 
 UNMAPPED_MEMFD = """

@@ -169,13 +169,15 @@ class Worker:
         """Send a request without waiting: the worker starts on it while the parent does other work
         (``receive`` collects the answer; one request in flight per worker). ``fds`` travel right
         behind the message (sealed packs, see datapath.py)."""
+        # Stamped before the message leaves: the worker may start (and time) its handler before
+        # this thread runs again, and its own seconds must never exceed the round trip's.
+        self._sent = time.monotonic()
         try:
             self.conn.send_bytes(encode({"op": op, **fields, **({"fds": len(fds)} if fds else {})}))
             if fds:
                 send_fds(self.conn.fileno(), fds)
         except (BrokenPipeError, OSError) as exc:
             raise self._died() from exc
-        self._sent = time.monotonic()
 
     def _died(self) -> WorkerDied:
         returncode = self._wait_exit()

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import functools
 import glob
 import json
@@ -245,8 +246,15 @@ def _bwrap_argv(bwrap: str, private_dir: Path, writable: Sequence[Path], readabl
     tmpfs_size = str(max(limits.memory_bytes // 8, 1 << 20))
     args += ["--size", tmpfs_size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--size", tmpfs_size, "--tmpfs", "/tmp"]
-    for entry in [*_python_paths(), *map(str, readable)]:
+    # A folder on sys.path that holds the temp root, the private folder or a hidden path is not
+    # bound: a script run from /tmp puts /tmp on sys.path, and binding it showed the sandbox every
+    # other candidate's private folder there.
+    guarded = [tempfile.gettempdir(), str(private_dir), *map(str, hidden)]
+    python_paths = [(entry, True) for entry in _python_paths()]
+    for entry, on_sys_path in [*python_paths, *((str(r), False) for r in readable)]:
         for path in {os.path.abspath(entry), os.path.realpath(entry)}:
+            if on_sys_path and any(_within(os.path.realpath(g), [path]) or _within(g, [path]) for g in guarded):
+                continue
             if os.path.exists(path) and not _within(path, bound):
                 args += ["--ro-bind", path, path]
                 bound.append(path)
@@ -441,9 +449,10 @@ class _Cgroups:
 
     _counter = 0
 
-    def __init__(self, paths: dict[str, Path], memory_limit: int):
+    def __init__(self, paths: dict[str, Path], memory_limit: int, missing: dict[str, str] | None = None):
         self.paths = paths  # controller -> cgroup folder
         self.memory_limit = memory_limit
+        self.missing = missing or {}  # controller -> why this host gave no cgroup of it
         self._oom_seen = self.oom_kills()
 
     @classmethod
@@ -451,6 +460,7 @@ class _Cgroups:
         cls._counter += 1
         name = f"hercules-{os.getpid()}-{cls._counter}"
         paths: dict[str, Path] = {}
+        missing: dict[str, str] = {}
         # A cpu cgroup at the default weight: the whole sandbox competes for the CPU as one task
         # does, however many it runs, so a bomb cannot starve the watchdog or the host.
         for controller, settings in (("pids", {"pids.max": str(processes)}),
@@ -459,6 +469,7 @@ class _Cgroups:
                                                  "memory.max": str(memory_bytes)})):
             parent = _own_cgroup(controller)
             if parent is None:
+                missing[controller] = _no_cgroup_reason(controller)
                 continue
             _remove_stale(parent)
             path = parent / name
@@ -474,9 +485,10 @@ class _Cgroups:
                 paths[controller] = path
             except OSError as exc:
                 log.debug("no %s cgroup: %s", controller, exc)
+                missing[controller] = f"{path} not writable: {exc}"
                 with contextlib.suppress(OSError):
                     path.rmdir()
-        return cls(paths, memory_bytes)
+        return cls(paths, memory_bytes, missing)
 
     def add(self, pids: Iterable[int]) -> None:
         for pid in pids:
@@ -545,13 +557,77 @@ def _own_cgroup(controller: str) -> Path | None:
         if number == "0" and controllers == "":
             for base in (root / "unified", root):
                 folder = base / relative
-                if controller in _read_text(folder / "cgroup.subtree_control").split():
+                if folder.name == _V2_LEAF:
+                    folder = folder.parent  # this process was moved into the leaf by _v2_delegate
+                if controller in _read_text(folder / "cgroup.subtree_control").split() \
+                        or _v2_delegate(folder, controller, relative):
                     return folder
         elif controller in controllers.split(","):
             folder = root / controllers / relative
             if (folder / "cgroup.procs").exists():
                 return folder
     return None
+
+
+_V2_LEAF = "hercules-leaf"
+
+
+def _v2_delegate(folder: Path, controller: str, relative: str) -> bool:
+    """Enable ``controller`` for the children of this process's cgroup v2 ``folder``.
+
+    The kernel refuses that while the cgroup itself holds processes (no internal processes), and
+    the H200 machine runs each command in a container whose cgroup is just that. There, as
+    container engines do when they nest (Docker-in-Docker's entry point), every process of the
+    cgroup moves into a leaf child first; the cgroup's own limits go on covering all of them. Only
+    when the cgroup is the container's own (its pid 1 is inside), never on a host; off with
+    HERCULES_CGROUP_DELEGATE=0."""
+    if os.environ.get("HERCULES_CGROUP_DELEGATE", "1") == "0":
+        return False
+    if controller not in _read_text(folder / "cgroup.controllers").split():
+        return False
+    control = folder / "cgroup.subtree_control"
+    try:
+        control.write_text(f"+{controller}")
+        return True
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            return False
+    init_cgroup = next((line.split(":", 2)[2] for line in _read_text(Path("/proc/1/cgroup")).splitlines()
+                        if line.startswith("0::")), None)
+    if init_cgroup is None or init_cgroup.strip().lstrip("/") not in (relative, f"{relative}/{_V2_LEAF}".lstrip("/")):
+        return False
+    leaf = folder / _V2_LEAF
+    try:
+        leaf.mkdir(exist_ok=True)
+        for _ in range(5):  # a process forked meanwhile lands in the folder: move again
+            pids = _read_text(folder / "cgroup.procs").split()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    (leaf / "cgroup.procs").write_text(pid)
+        control.write_text(f"+{controller}")
+    except OSError as exc:
+        log.debug("cgroup v2 %s not delegated in %s: %s", controller, folder, exc)
+        return False
+    log.info("cgroup v2: the processes of %s moved into %s so %s can bound each sandbox", folder, leaf, controller)
+    return True
+
+
+def _no_cgroup_reason(controller: str) -> str:
+    """Why ``_own_cgroup`` found no folder for ``controller``: what a verdict says in its place.
+    The H200 machine is the common case: cgroup v2 with this process's cgroup holding processes,
+    so the controller cannot be enabled below it (the kernel's no-internal-processes rule)."""
+    for line in _read_text(Path("/proc/self/cgroup")).splitlines():
+        number, controllers, relative = line.split(":", 2)
+        if number == "0" and controllers == "":
+            folder = Path("/sys/fs/cgroup") / relative.lstrip("/")
+            if controller in _read_text(folder / "cgroup.controllers").split():
+                return f"cgroup v2: {controller} is not enabled in {folder}/cgroup.subtree_control (not delegated)"
+            return f"cgroup v2: no {controller} controller available at {folder}"
+        if controller in controllers.split(","):
+            return f"cgroup v1: {controller} hierarchy has no {relative} folder here"
+    return f"no {controller} controller on this host"
 
 
 def _read_text(path: Path) -> str:
@@ -591,6 +667,11 @@ class Sandbox:
         """The controllers whose bounds the kernel enforces on this sandbox (made at its first
         start; empty where the host lets this process make none, or before any start)."""
         return tuple(sorted(self._cgroups.paths)) if self._cgroups is not None else ()
+
+    @property
+    def cgroups_missing(self) -> dict[str, str]:
+        """Each controller with no cgroup for this sandbox, and why (empty before any start)."""
+        return dict(self._cgroups.missing) if self._cgroups is not None else {}
 
     @property
     def breach(self) -> str | None:
