@@ -15,6 +15,11 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 HERCULES_CACHE_DIR=${HERCULES_LANE
 if ! command -v bwrap >/dev/null && ls .tools/bubblewrap_*.deb >/dev/null 2>&1; then
   dpkg -x .tools/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
 fi
+# Expert libraries (hercules.experts) travel as wheels in .whl/ (carry it): liger-kernel is pure Python.
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
 python3 -c "from hercules.harness.sandbox import probe; print('sandbox:', probe())"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 for stage in $STAGES; do

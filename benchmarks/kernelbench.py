@@ -47,7 +47,6 @@ import statistics
 import sys
 import time
 import tokenize
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,12 +54,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 
 from hercules.harness.batch import BenchItem, BenchRow, run_bench
 from hercules.harness.evaluate import EvalOptions
 from hercules.harness.records import Status, Verdict
+from hercules.problems.footprint import FORWARD_LIMIT_S, Footprint
+from hercules.problems.footprint import footprint as problem_footprint
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
 
@@ -74,7 +73,6 @@ CANDIDATE_NAME = "reference"
 SELF_BAND = (0.95, 1.05)
 MIN_EAGER_MS = 0.05
 ERROR_CHARS = 200
-FORWARD_LIMIT_S = 1.0
 
 _ID = re.compile(r"^(\d+)_")
 
@@ -109,79 +107,15 @@ def every_problem(corpus_dir: Path, levels: Sequence[int] = LEVELS) -> list[Path
     return [f for level in levels for f in level_files(Path(corpus_dir), level)]
 
 
-@dataclass(frozen=True)
-class Footprint:
-    """What one problem costs, from shapes alone: bytes of inputs, weights (parameters and buffers)
-    and outputs, and the FLOPs torch.utils.flop_counter counts (matmuls, convolutions, attention)."""
-
-    path: Path
-    input_bytes: int | None
-    weight_bytes: int | None
-    output_bytes: int | None = None  # None: forward not run (yet), or it failed on meta tensors
-    flops: int | None = None
-    error: str | None = None
-
-    @property
-    def known_bytes(self) -> int | None:
-        """Inputs + weights: a lower bound of ``work``, known without running forward."""
-        if self.input_bytes is None or self.weight_bytes is None:
-            return None
-        return self.input_bytes + self.weight_bytes
-
-    @property
-    def work(self) -> int | None:
-        if self.known_bytes is None or self.output_bytes is None or self.flops is None:
-            return None
-        return self.flops + self.known_bytes + self.output_bytes
-
-
-def _tensor_bytes(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in value)
-    if isinstance(value, dict):
-        return sum(_tensor_bytes(v) for v in value.values())
-    return 0
-
-
-class _Deadline(TorchDispatchMode):
-    """Stops a meta forward that runs past its time: nn.LSTM and nn.GRU decompose step by step on
-    meta tensors and take 7-18 s each, and a problem issuing that many ops is no cheap CPU run."""
-
-    def __init__(self, seconds: float):
-        super().__init__()
-        self.end = time.perf_counter() + seconds
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if time.perf_counter() > self.end:
-            raise TimeoutError("meta forward past its time limit")
-        return func(*args, **(kwargs or {}))
-
-
 def footprint(path: Path, forward: bool = False, limit_s: float = FORWARD_LIMIT_S) -> Footprint:
-    """A problem's footprint on the meta device (shapes and dtypes only: no memory, no arithmetic);
-    with FORWARD, also its outputs and FLOPs, from a meta forward stopped after LIMIT_S.
+    """The footprint of one corpus file (see hercules.problems.footprint); ``.path`` says which."""
+    found = problem_footprint(path.read_text(), str(path), forward, limit_s)
+    return _WithPath(**vars(found), path=path)
 
-    The corpus is trusted code, so it is executed in this process.
-    """
-    namespace: dict[str, Any] = {"__name__": f"kernelbench_footprint_{path.stem}"}
-    inputs = weights = None
-    try:
-        with warnings.catch_warnings(), torch.device("meta"):
-            warnings.simplefilter("ignore")
-            exec(compile(path.read_text(), str(path), "exec"), namespace)
-            args = namespace["get_inputs"]()
-            inputs = _tensor_bytes(args)
-            model = namespace["Model"](*namespace["get_init_inputs"]())
-            weights = sum(_tensor_bytes(t) for t in (*model.parameters(), *model.buffers()))
-            if not forward:
-                return Footprint(path, inputs, weights)
-            with torch.no_grad(), FlopCounterMode(display=False) as counter, _Deadline(limit_s):
-                outputs = model(*args)
-            return Footprint(path, inputs, weights, _tensor_bytes(outputs), int(counter.get_total_flops()))
-    except Exception as exc:  # noqa: BLE001 - any failure only means "cost unknown" for the ranking
-        return Footprint(path, inputs, weights, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
+
+@dataclass(frozen=True)
+class _WithPath(Footprint):
+    path: Path = Path()
 
 
 def smallest(corpus_dir: Path, n: int, levels: Sequence[int] = LEVELS) -> list[Footprint]:

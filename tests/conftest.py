@@ -13,3 +13,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+SUITE_PROBLEMS = __import__("pathlib").Path(__file__).resolve().parents[1] / "src" / "hercules" / "suite" / "problems"
+
+
+def _suite_problem_at(folder, name: str, replacements: dict[str, str], new_name: str):
+    """A built-in problem with its sizes (or computation) replaced, as a file in ``folder``: small
+    enough for the CPU and Triton's interpreter, and still the suite's own code."""
+    text = (SUITE_PROBLEMS / f"{name}.py").read_text()
+    for old, new in replacements.items():
+        assert old in text, (name, old)
+        text = text.replace(old, new)
+    path = folder / f"{new_name}.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def expert_problems(tmp_path):
+    """Small built-in problems that name their expert operation, and one that names rms_norm but
+    computes RMSNorm plus one (every rms_norm kernel is wrong for it)."""
+    folder = tmp_path / "expert_problems"
+    folder.mkdir()
+    small = {"HIDDEN = 2048": "HIDDEN = 256", "torch.randn(2, 2048, HIDDEN)": "torch.randn(64, HIDDEN)"}
+    return {
+        "rmsnorm": _suite_problem_at(folder, "rmsnorm_fp32", small, "rmsnorm_small"),
+        "mismatch": _suite_problem_at(folder, "rmsnorm_fp32", {**small, "* self.weight\n": "* self.weight + 1.0\n"},
+                                      "rmsnorm_plus_one"),
+        "softmax": _suite_problem_at(folder, "softmax_rows_fp32", {"torch.randn(4096, 4096)": "torch.randn(16, 128)"},
+                                     "softmax_small"),
+    }

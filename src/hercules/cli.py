@@ -94,7 +94,7 @@ _device_option = click.option("--device", type=click.Choice(["auto", "cuda", "cp
 _trials_option = click.option("--trials", default=5, show_default=True, help="Correctness trials on fresh inputs.")
 _budget_option = click.option("--budget", default=0.3, show_default=True, help="Seconds of timed repetitions per measurement.")
 _baselines_option = click.option("--baselines", default=None,
-                                 help="Comma list of eager,compile,compile_reduce_overhead,cudagraph (default: all the device supports).")
+                                 help="Comma list of eager,compile,compile_reduce_overhead,cudagraph,expert (default: all the device supports; expert where the problem names its operation).")
 _no_timing_option = click.option("--no-timing", is_flag=True, help="Check correctness only.")
 _cache_option = click.option("--cache-dir", default=None, help="Build and baseline cache (default ~/.cache/hercules).")
 

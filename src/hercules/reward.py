@@ -28,7 +28,7 @@ from typing import Any
 
 from hercules.harness.records import Status, Verdict
 
-BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph", "best")
+BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph", "expert", "best")
 TRANSFORMS = ("log", "raw")
 
 

@@ -76,3 +76,69 @@ def test_a_plain_lock_is_taken_for_the_shared_side_too():
     with shared_section(plain):
         assert plain.locked()
     assert not plain.locked()
+
+
+def test_an_evaluation_going_alone_waits_for_those_in_flight_and_holds_back_new_ones():
+    lock = DeviceLock()
+    log: list[str] = []
+    guard = threading.Lock()
+    in_flight = threading.Event()
+    asked = threading.Event()
+
+    def light(name: str, hold_s: float, wait_for: threading.Event | None = None):
+        if wait_for is not None:
+            wait_for.wait()
+            time.sleep(0.05)
+        with lock.evaluation():
+            with guard:
+                log.append(f"{name} start")
+            in_flight.set()
+            time.sleep(hold_s)
+            with guard:
+                log.append(f"{name} end")
+
+    def heavy():
+        in_flight.wait()
+        with lock.evaluation() as place:
+            asked.set()
+            place.go_alone()
+            with guard:
+                log.append("heavy alone")
+            time.sleep(0.1)
+            with guard:
+                log.append("heavy end")
+
+    threads = [threading.Thread(target=light, args=("first", 0.3)), threading.Thread(target=heavy),
+               threading.Thread(target=light, args=("late", 0.0, asked))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert log == ["first start", "first end", "heavy alone", "heavy end", "late start", "late end"], log
+
+
+def test_two_evaluations_going_alone_take_turns():
+    lock = DeviceLock()
+    alone_now, overlaps, done = [0], [], []
+    guard = threading.Lock()
+    both_in = threading.Barrier(2)
+
+    def heavy(name: str):
+        with lock.evaluation() as place:
+            both_in.wait(5)  # both in flight before either asks
+            place.go_alone()
+            with guard:
+                alone_now[0] += 1
+                overlaps.append(alone_now[0])
+            time.sleep(0.1)
+            with guard:
+                alone_now[0] -= 1
+        done.append(name)
+
+    threads = [threading.Thread(target=heavy, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(done) == ["a", "b"]  # no deadlock
+    assert overlaps == [1, 1]  # never both alone at once

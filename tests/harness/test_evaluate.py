@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from hercules.harness.evaluate import EvalOptions, evaluate
 from hercules.harness.records import Cause, Status
@@ -199,3 +200,54 @@ def test_thread_left_running_is_flagged_even_without_static_evidence(problem, op
     assert verdict.status is Status.SUSPICIOUS
     assert "background_thread" in verdict.flags
     assert "threads left running" in verdict.error
+
+
+def test_a_problem_filling_the_device_is_evaluated_with_no_other_in_flight(problem, options, monkeypatch):
+    import hercules.harness.evaluate as evaluate_mod
+
+    monkeypatch.setattr(evaluate_mod, "ALONE_SHARE", 1e-12)  # every problem fills the "device"
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            return torch.relu(self.lin(x)).mul(2.0)
+    """), options)
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    assert any("no other evaluation in flight" in note for note in verdict.notes), verdict.notes
+    assert "alone_wait" in verdict.phases
+    # The sizes come from a forward on the meta device, once per problem.
+    assert verdict.requests["reference.footprint"]["count"] == 1
+    cached = list((options.cache_dir / "footprint").glob("*.json"))
+    assert len(cached) == 1 and '"input_bytes"' in cached[0].read_text()
+
+
+def test_the_expert_baseline_is_timed_checked_and_named(options, expert_problems):
+    own = load_source(expert_problems["rmsnorm"]).problems[0]
+    honest = Candidate(name="ref", code=own.code.replace("class Model(", "class ModelNew("), source="test")
+    verdict = evaluate(own, honest, replace(options, baselines=("eager", "expert")))
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    chosen = verdict.expert["chosen"]
+    assert chosen["name"] == "torch.rms_norm" and chosen["version"] == torch.__version__  # liger needs a GPU
+    assert verdict.baselines_ms["expert"] > 0
+    assert verdict.speedup.expert == pytest.approx(verdict.baselines_ms["expert"] / verdict.cand_ms)
+    assert verdict.speedup.best == pytest.approx(min(verdict.baselines_ms.values()) / verdict.cand_ms)
+    assert any(n.startswith("expert for rms_norm: torch.rms_norm") for n in verdict.notes), verdict.notes
+
+    # A problem whose computation no rms_norm kernel matches: no expert time, and the reason.
+    other = load_source(expert_problems["mismatch"]).problems[0]
+    honest = Candidate(name="ref", code=other.code.replace("class Model(", "class ModelNew("), source="test")
+    verdict = evaluate(other, honest, replace(options, baselines=("eager", "expert")))
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.baselines_ms["expert"] is None and verdict.speedup.expert is None
+    assert verdict.expert["chosen"] is None
+    assert {c["status"] for c in verdict.expert["considered"]} <= {"incorrect", "unavailable"}
+    assert any(c["name"] == "torch.rms_norm" and c["status"] == "incorrect" for c in verdict.expert["considered"])
+
+
+def test_a_triton_expert_runs_under_the_interpreter_on_the_cpu(options, expert_problems):
+    pytest.importorskip("liger_kernel", reason="liger-kernel (the experts extra) is not installed")
+    softmax = load_source(expert_problems["softmax"]).problems[0]
+    honest = Candidate(name="ref", code=softmax.code.replace("class Model(", "class ModelNew("), source="test")
+    verdict = evaluate(softmax, honest, replace(options, baselines=("eager", "expert")))
+    assert verdict.status is Status.OK, verdict.error
+    chosen = verdict.expert["chosen"]
+    assert chosen["name"] == "liger.softmax" and chosen["distribution"] == "liger-kernel" and chosen["version"]
+    assert verdict.baselines_ms["expert"] > 0 and verdict.speedup.expert is not None

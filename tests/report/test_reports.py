@@ -71,8 +71,9 @@ def test_markdown_candidate_table_rows():
     md = render_markdown(summarize(ROWS), ROWS, "t")
     all_candidates = md.split("## Candidates", 1)[1]
     header = next(line for line in all_candidates.splitlines() if line.startswith("| problem |"))
-    assert header.split(" | ")[5:11] == ["vs eager", "vs compile", "vs compile-ro", "vs cudagraph", "vs best", "SOL |"]
-    assert "| add | add_fast | ok |  | 0.5000 | 2.00x | 1.80x | 1.70x | 1.60x | 1.50x | 30.0% |" in md
+    assert header.split(" | ")[5:13] == ["vs eager", "vs compile", "vs compile-ro", "vs cudagraph", "vs expert",
+                                         "vs best", "SOL", "expert kernel |"]
+    assert "| add | add_fast | ok |  | 0.5000 | 2.00x | 1.80x | 1.70x | 1.60x | n/a | 1.50x | 30.0% | n/a |" in md
     assert "| matmul | mm_sneaky | suspicious | side_stream | 0.0100 | 10.00x |" in md
     # A pipe in a name is escaped so the table keeps its columns.
     conv = next(line for line in all_candidates.splitlines() if "conv_dead" in line)

@@ -3,6 +3,8 @@
 eager: the problem's Model as written. compile: ``torch.compile`` with default settings.
 compile_reduce_overhead: ``torch.compile(mode="reduce-overhead")`` (CUDA graphs under Inductor).
 cudagraph: one CUDA graph per input set capturing the eager forward, replayed (GPU only).
+expert: the fastest correct maintained kernel for the operation the problem names
+(``HERCULES = {"expert": ...}``; see hercules.experts), chosen inside the reference worker.
 Each is timed by the same ``time_callable`` as candidates, over the same rotated input sets.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import torch
 
-BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph")
+BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph", "expert")
 GPU_ONLY = frozenset({"compile_reduce_overhead", "cudagraph"})
 
 
@@ -69,6 +71,8 @@ def make_baseline(name: str, model: torch.nn.Module, sets: Sequence[tuple], devi
         if device.type != "cuda":
             raise RuntimeError("reduce-overhead needs CUDA graphs")
         return torch.compile(model, mode="reduce-overhead")
+    if name == "expert":
+        raise ValueError("the expert baseline is chosen by the reference worker (hercules.experts.choose)")
     if name == "cudagraph":
         if device.type != "cuda":
             raise RuntimeError("CUDA graphs need a GPU")

@@ -77,6 +77,7 @@ class IntegrityOutcome:
 class BaselineOutcome:
     times_ms: Mapping[str, float | None] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    expert: Mapping[str, Any] | None = None  # the expert baseline's choice report
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
         phases={k: round(v, 3) for k, v in ctx.phases.items()}, requests=dict(ctx.requests),
         cause=cause, sandbox=ctx.sandbox, limits={k: round(v, 3) for k, v in ctx.limits.items()},
         notes=tuple(dict.fromkeys(notes))[:40],
+        expert=dict(baselines.expert) if baselines and baselines.expert else None,
     )
 
 
@@ -158,4 +160,5 @@ def _speedups(times: Mapping[str, float | None], cand_ms: float | None) -> Speed
     present = [t for t in times.values() if t]
     return Speedups(eager=ratios.get("eager"), compile=ratios.get("compile"),
                     compile_reduce_overhead=ratios.get("compile_reduce_overhead"), cudagraph=ratios.get("cudagraph"),
+                    expert=ratios.get("expert"),
                     best=(min(present) / cand_ms) if present else None)

@@ -19,12 +19,13 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import secrets
 import statistics
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,12 @@ FIRST_CALL_EXTRA_S = 30.0
 BUILD_IDLE_S = 60.0
 # A device probe this much slower than the best seen means something else was running on it.
 IDLE_PROBE_RATIO = 1.5
+# An evaluation whose one input set, one call's outputs and weights take more than this share of
+# the device's memory runs with no other evaluation in flight: its reference alone holds the inputs,
+# their float64 copies, the outputs and their float64 truth (~6x inputs + outputs at its peak), and
+# the candidate its own sets. 1/12 of the H200's 140 GB is 11.6 GB: 21_Sigmoid and 26_GELU (12.9 GB)
+# run alone, 11_4D_tensor_matrix_multiplication (4.2 GB) does not.
+ALONE_SHARE = 1 / 12
 # Bumped whenever cached baselines or device ceilings are measured differently.
 CACHE_FORMAT = 5  # 5: baselines bounded by the parent's wall clock, as candidates are
 
@@ -198,8 +205,10 @@ def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions = Eval
     started = time.perf_counter()
     device = resolve_device(options.device)
     with _workdir(options) as workdir:
-        run = _Evaluation(problem, candidate, options, device, workdir, gpu_lock or DeviceLock())
-        verdict = run.execute()
+        lock = gpu_lock or DeviceLock()
+        with lock.evaluation() if isinstance(lock, DeviceLock) else contextlib.nullcontext() as occupancy:
+            run = _Evaluation(problem, candidate, options, device, workdir, lock, occupancy)
+            verdict = run.execute()
         verdict = replace(verdict, seconds=time.perf_counter() - started)
         if options.artifacts_dir is not None:
             write_text_atomic(workdir / "verdict.json", json.dumps(verdict.to_json(), indent=1))
@@ -229,7 +238,8 @@ def start_candidate_worker(log_path: Path, plan: build_mod.BuildPlan, private: P
     env = {**plan.env, "HOME": str(private), "TMPDIR": "/tmp"}
     worker = Worker.start("candidate", log_path, env=env, cwd=private, sandbox=box)
     info = {"mechanism": box.info.mechanism, "isolated": list(box.info.isolated), "missing": list(box.info.missing),
-            "reason": box.info.reason, "cgroups": list(box.cgroups)}
+            "reason": box.info.reason, "cgroups": list(box.cgroups),
+            "cgroups_missing": box.cgroups_missing}
     return worker, info
 
 
@@ -246,13 +256,14 @@ def _revalidation_failed(findings: list[Finding], message: str) -> MeasureOutcom
 
 
 class _Evaluation:
-    def __init__(self, problem, candidate, options, device, workdir, gpu_lock):
+    def __init__(self, problem, candidate, options, device, workdir, gpu_lock, occupancy=None):
         self.problem: Problem = problem
         self.candidate: Candidate = candidate
         self.options: EvalOptions = options
         self.device: torch.device = device
         self.workdir: Path = workdir
         self.gpu_lock = gpu_lock
+        self.occupancy = occupancy
         self.tol = tolerance_for(problem)
         self.cache = _Cache(options.cache_dir)
         self.phases: dict[str, float] = {}
@@ -262,6 +273,7 @@ class _Evaluation:
         self.sandbox_info: dict[str, Any] | None = None
         self.ref_call_s: float | None = None
         self.specs: list[dict[str, Any]] | None = None
+        self._calibrated_overhead_ms: float | None = None
         self.trial_seeds: list[int] = []
         self.signature: str = ""
 
@@ -405,7 +417,10 @@ class _Evaluation:
             self.private = private
             try:
                 with self._phase("start_workers"):
-                    self.workers["reference"] = Worker.start("reference", self.workdir / "reference.log")
+                    # On the CPU the experts written in Triton (Liger-Kernel) run under its interpreter.
+                    self.workers["reference"] = Worker.start(
+                        "reference", self.workdir / "reference.log",
+                        env={"TRITON_INTERPRET": "1"} if self.device.type == "cpu" else None)
                     self.workers["candidate"], self.sandbox_info = start_candidate_worker(
                         self.workdir / "build.log", plan, private, self.device, self.options,
                         hidden=(self.workdir.parent, self.workdir))
@@ -437,6 +452,7 @@ class _Evaluation:
         with self._phase("candidate_setup"):
             self._await(candidate, "candidate", "prepare", 180.0, "candidate setup")
         stages["build"] = self.stage_build(plan, setup["init_inputs"], init_seed, scan)
+        self._share_or_go_alone()
 
         # Work that times nothing shares the device with other evaluations' untimed work; only a
         # measurement in progress may not.
@@ -478,6 +494,32 @@ class _Evaluation:
         stages["sol"] = sol_figures(roof["flops"], roof["min_bytes"], self.problem.dtype_name, ceilings,
                                     measure.timing.median_ms,
                                     min_flops=self.problem.metadata.get("min_flops"))
+
+    def _share_or_go_alone(self) -> None:
+        """Go on alone when this problem's data fills a large share of the device (ALONE_SHARE);
+        the sizes come from a forward on the meta device, before anything large is allocated."""
+        if self.occupancy is None:
+            return
+        key = f"{self.problem.content_hash}-v{CACHE_FORMAT}"
+        found = self.cache.get("footprint", key)
+        if found is None:
+            try:
+                found = self._request("reference", "footprint", 120.0, "footprint", limit_s=2.0)
+            except _Abort as abort:
+                if abort.failure.cause is not Cause.REFERENCE:
+                    raise
+                self.notes.append(f"footprint unknown: {abort.failure.error[:160]}")
+                return
+            found = {k: found.get(k) for k in ("input_bytes", "output_bytes", "weight_bytes")}
+            self.cache.put("footprint", key, found)
+        need = sum(int(found.get(k) or 0) for k in ("input_bytes", "output_bytes", "weight_bytes"))
+        total = device_memory_bytes(self.device)
+        if need > ALONE_SHARE * total:
+            with self._phase("alone_wait"):
+                self.occupancy.go_alone()
+            self.notes.append(f"evaluated with no other evaluation in flight: one input set, its outputs and the "
+                              f"weights take {need / 1e9:.1f} GB, over 1/{round(1 / ALONE_SHARE)} of the device's "
+                              f"{total / 1e9:.0f} GB")
 
     def _alive(self, role: str) -> bool:
         worker = self.workers.get(role)
@@ -682,15 +724,20 @@ class _Evaluation:
 
     def _overhead_ms(self) -> float:
         """What a reply carrying outputs of these sizes costs with no call at all, measured on the
-        trusted side: the round trip and the packing the candidate's bursts also pay."""
-        best = math.inf
-        for _ in range(3):
-            started = time.perf_counter()
-            raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration",
-                                name="", calls=0, seed=self.trial_seeds[0])
-            best = min(best, (time.perf_counter() - started) * 1e3)
-            self._close_fds(raw.get("_fds") or [])
-        return best
+        trusted side: the round trip and the packing the candidate's bursts also pay. Measured once
+        per evaluation (best of 3) and used for the candidate and every baseline alike: with a 3.2 GB
+        output (KernelBench 11_4D_tensor_matrix_multiplication) each calibration took ~7 s on the
+        H200, and measuring it again for each of four baselines took 88 of the evaluation's 388 s."""
+        if self._calibrated_overhead_ms is None:
+            best = math.inf
+            for _ in range(3):
+                started = time.perf_counter()
+                raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration",
+                                    name="", calls=0, seed=self.trial_seeds[0])
+                best = min(best, (time.perf_counter() - started) * 1e3)
+                self._close_fds(raw.get("_fds") or [])
+            self._calibrated_overhead_ms = best
+        return self._calibrated_overhead_ms
 
     def _burst_wall(self, calls: int, overhead_ms: float, seed: int,
                     event_ms: float) -> tuple[float | None, float, tuple[int, ...]]:
@@ -712,9 +759,13 @@ class _Evaluation:
         # are bounded by FRESH_TOTAL_BYTES.
         set_bytes = max(1, getattr(self, "input_bytes", 1))
         sets = max(1, min(sets, FRESH_PASS_BYTES // set_bytes))
+        # A round also moves the last outputs of two bursts through the host: with a 3.2 GB output
+        # one burst took ~6 s on the H200. Where three rounds would move more than FRESH_TOTAL_BYTES
+        # one round is taken (a slow round is measured again before it counts, as always).
+        round_bytes = sets * set_bytes + 2 * _output_bytes(self.specs)
         rounds = int(min(FRESH_ROUNDS_MAX, math.ceil(BURST_TARGET_MS / max(sets * per_call_ms, 1e-3)),
-                         FRESH_TOTAL_BYTES // (sets * set_bytes)))
-        rounds = max(FRESH_ROUNDS_MIN, rounds)
+                         FRESH_TOTAL_BYTES // round_bytes))
+        rounds = max(FRESH_ROUNDS_MIN if FRESH_ROUNDS_MIN * round_bytes <= FRESH_TOTAL_BYTES else 1, rounds)
         figures: list[float] = []
         repeats: list[float] = []
         for _ in range(rounds):
@@ -784,9 +835,20 @@ class _Evaluation:
         versions) and only when the device was idle; compiling happens outside the exclusive section."""
         names = self.options.baselines or available_baselines(self.device)
         names = [n for n in names if n in available_baselines(self.device)]
-        key = f"{self.problem.content_hash}-{device_key(self.device)}-v{CACHE_FORMAT}"
-        cached = self.cache.get("baselines", key) or {}
         notes: list[str] = []
+        op = self.problem.metadata.get("expert")
+        if "expert" in names and not op:
+            names.remove("expert")
+            if self.options.baselines:  # asked for by name: say why there is none
+                notes.append("no expert baseline: the problem names no operation (HERCULES = {\"expert\": ...})")
+        key = f"{self.problem.content_hash}-{device_key(self.device)}-v{CACHE_FORMAT}"
+        if "expert" in names:
+            from hercules.experts.registry import versions
+
+            # A cached expert time holds for the library versions it was chosen among.
+            key += "-expert-" + hashlib.sha256(json.dumps([op, versions(op)]).encode()).hexdigest()[:12]
+        cached = self.cache.get("baselines", key) or {}
+        expert_report = cached.get("expert_report")
         # Eager costs no compilation, so it is measured afresh beside every candidate.
         missing = [n for n in names if n not in cached or n == "eager"]
         seeds = self.trial_seeds[:max(1, min(len(self.trial_seeds), getattr(self, "timing_sets", 1)))]
@@ -795,8 +857,16 @@ class _Evaluation:
         for name in missing:
             try:
                 with self._holding(shared_section(self.gpu_lock)):
-                    self._request("reference", "baseline_prepare", max(self.options.run_timeout_s, 900.0),
-                                  f"baseline {name}", name=name, seeds=seeds)
+                    prepared = self._request("reference", "baseline_prepare", max(self.options.run_timeout_s, 900.0),
+                                             f"baseline {name}", name=name, seeds=seeds, expert_op=op)
+                if name == "expert":
+                    from hercules.experts.choose import summary
+
+                    expert_report = prepared["expert"]
+                    notes.append(summary(expert_report))
+                    if expert_report.get("chosen") is None:  # none available and correct: nothing to time
+                        measured[name] = None
+                        continue
                 with self._holding(self.gpu_lock):
                     if name == missing[0]:
                         idle = self._device_idle(notes)
@@ -811,11 +881,13 @@ class _Evaluation:
                     self._request("reference", "release", 120.0, "baseline release", name=name)
         if measured and idle:
             write = {**cached, **{n: t for n, t in measured.items() if n != "eager" or "eager" not in cached}}
+            if "expert" in measured:
+                write["expert_report"] = expert_report
             self.cache.put("baselines", key, write)
         elif measured:
             notes.append("baselines not cached: the device was not idle while they were timed")
         times = {n: measured.get(n, cached.get(n)) for n in names}
-        return BaselineOutcome(times_ms=times, notes=tuple(notes))
+        return BaselineOutcome(times_ms=times, notes=tuple(notes), expert=expert_report if "expert" in names else None)
 
     def _baseline_time(self, name: str) -> float:
         opts = self.options
@@ -860,6 +932,21 @@ class _Evaluation:
 
 
 # ---- pure helpers of the stages -----------------------------------------------------------
+
+
+def device_memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _output_bytes(specs: Sequence[dict[str, Any]] | None) -> int:
+    """Bytes of one call's outputs, from the reference's output specs (shape, dtype name)."""
+    total = 0
+    for spec in specs or ():
+        itemsize = torch.empty((), dtype=getattr(torch, spec["dtype"])).element_size()
+        total += math.prod(spec["shape"]) * itemsize
+    return total
 
 
 def stage_scan(code: str, dtype_name: str) -> ScanOutcome:

@@ -129,6 +129,7 @@ class Speedups:
     compile: float | None = None
     compile_reduce_overhead: float | None = None
     cudagraph: float | None = None
+    expert: float | None = None  # the fastest correct maintained kernel for this problem's operation
     best: float | None = None
 
     def usable(self, baseline: str) -> float | None:
@@ -175,6 +176,9 @@ class Verdict:
     # The deadlines this evaluation ran under, in seconds (derived from the reference's own cost).
     limits: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # The expert baseline's choice: operation, the implementation chosen (library, version, entry
+    # point) and why each other one was not (unavailable, incorrect, slower); None when not sought.
+    expert: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -232,4 +236,5 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         sandbox=data.get("sandbox"),
         limits=dict(data.get("limits") or {}),
         notes=tuple(data.get("notes") or ()),
+        expert=data.get("expert"),
     )

@@ -158,6 +158,7 @@ class ReferenceWorker:
         self.dtype = getattr(torch, msg["dtype"])
         self.tol = Tolerance(**msg["tolerance"])
         self.module = load_module_from_memory(msg["code"], "hercules_problem")
+        self.code = msg["code"]
         torch.manual_seed(msg["init_seed"])
         self.init_inputs = list(self.module.get_init_inputs())
         self.model = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype)
@@ -279,6 +280,16 @@ class ReferenceWorker:
         return {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
                 "call_ms": call_ms}
 
+    def op_footprint(self, msg):
+        """Bytes of one input set, the weights and one call's outputs, from a forward on the meta
+        device (nothing allocated, nothing computed); outputs None when that forward fails."""
+        from hercules.problems.footprint import footprint
+
+        found = footprint(self.code, "problem", forward=True, limit_s=float(msg.get("limit_s", 2.0)),
+                          count_flops=False)
+        return {"input_bytes": found.input_bytes, "weight_bytes": found.weight_bytes,
+                "output_bytes": found.output_bytes, "error": found.error}
+
     def op_specs(self, msg):
         entry = self._expected(msg["seed"])
         return {"specs": entry["specs"], "ref_errs": entry["ref_errs"], "call_ms": entry["call_ms"]}
@@ -315,13 +326,41 @@ class ReferenceWorker:
 
         name = msg["name"]
         sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in msg["seeds"]], self.device)
+        reply: dict[str, Any] = {}
         with torch.no_grad():
-            fn = make_baseline(name, self.model, sets, self.device)
+            if name == "expert":
+                fn, reply["expert"] = self._choose_expert(msg["expert_op"], msg["seeds"][0], sets)
+                if fn is None:
+                    return reply  # the report says why each implementation is not usable
+            else:
+                fn = make_baseline(name, self.model, sets, self.device)
             for args in sets:
                 fn(*args)
         synchronize(self.device)
         self.baselines[name] = (fn, sets)
-        return {}
+        return reply
+
+    def _choose_expert(self, op: str, seed: int, sets: list[tuple]) -> tuple[Callable[..., Any] | None, dict[str, Any]]:
+        """The fastest implementation of ``op`` that is correct against this problem's float64
+        truth on the set of ``seed`` (``sets[0]``), if any, and the report of each one's fate."""
+        from hercules.experts.choose import CHOICE_BUDGET_S, choose
+        from hercules.harness import triton_compat
+        from hercules.harness.checks import compare_outputs
+
+        triton_compat.apply()  # Triton experts on the CPU run under the interpreter
+        entry = self._expected(seed)
+
+        def judge(outputs: Any) -> str | None:
+            outs = flatten_outputs(outputs)
+            comparison = compare_outputs(outs, [_type_name(o) for o in outs], entry["outputs"], entry["specs"],
+                                         self.tol, entry["ref_errs"])
+            return None if comparison.ok else "; ".join(comparison.problems[:2]) or "incorrect"
+
+        def time_ms(kernel: Callable[..., Any]) -> float:
+            return _timing.time_callable(kernel, sets, device=self.device, budget_s=CHOICE_BUDGET_S,
+                                         warmup_s=0.01, wall_check=False).median_ms
+
+        return choose(op, self.model, sets, judge, time_ms)
 
     def op_baseline_time(self, msg):
         fn, sets = self.baselines[msg["name"]]

@@ -106,7 +106,7 @@ def _check_resume(store, problems: list[Problem]) -> None:
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--trials", default=5, show_default=True, help="Correctness trials per evaluation.")
 @click.option("--budget", "timing_budget", default=0.3, show_default=True, help="Seconds of timed repetitions per measurement.")
-@click.option("--baselines", default=None, help="Comma list of eager,compile,compile_reduce_overhead,cudagraph (default: all).")
+@click.option("--baselines", default=None, help="Comma list of eager,compile,compile_reduce_overhead,cudagraph,expert (default: all).")
 @click.option("--cache-dir", default=None, help="Build and baseline cache (default ~/.cache/hercules).")
 @click.option("--workers", default=None, type=int, help="Evaluations at once (default: the executor's).")
 @click.option("--ray-address", default=None, help="Evaluate on a Ray cluster ('local' starts one).")

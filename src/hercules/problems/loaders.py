@@ -115,6 +115,12 @@ def _load_file(path: Path, level: int | None = None, problem_id: int | None = No
     metadata = validate_problem_code(code, str(path))
     if level is None:
         level = _as_int(metadata.get("level"))
+    elif "expert" not in metadata:
+        from hercules.experts.registry import kernelbench_op
+
+        op = kernelbench_op(level, path.name)  # a file inside a KernelBench levelN/ folder
+        if op:
+            metadata = {**metadata, "expert": op}
     return Problem(
         name=path.stem,
         code=code,

@@ -88,6 +88,12 @@ def read_metadata(tree: ast.Module) -> dict[str, Any]:
                 raise ProblemFormatError(f"HERCULES metadata must be a literal dict: {exc}") from exc
             if not isinstance(value, dict):
                 raise ProblemFormatError("HERCULES metadata must be a dict")
+            if "expert" in value:
+                from hercules.experts.registry import OPS
+
+                if value["expert"] not in OPS:
+                    raise ProblemFormatError(f"HERCULES expert {value['expert']!r} is no known operation "
+                                             f"(known: {', '.join(sorted(OPS))})")
             return value
     return {}
 

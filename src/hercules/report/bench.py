@@ -83,8 +83,10 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
         "seconds_per_evaluation": summary.seconds.__dict__,
         "fast_p_eager": {str(p): v for p, v in summary.fast_eager},
         "fast_p_best": {str(p): v for p, v in summary.fast_best},
+        "fast_p_expert": {str(p): v for p, v in summary.fast_expert},
         "speedup_eager": summary.eager.__dict__,
         "speedup_best": summary.best.__dict__,
+        "speedup_expert": summary.expert.__dict__ if summary.expert else None,
         "statuses": dict(summary.status_counts),
         "flags": dict(summary.flag_counts),
         "report_html": str(run_dir / "report.html"),
@@ -98,14 +100,14 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
 def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> None:
     table = Table(title="Hercules bench")
     for column in ("problem", "candidate", "status", "ms", "vs eager", "vs compile", "vs reduce-ovh",
-                   "vs cudagraph", "vs best", "SOL", "flags"):
+                   "vs cudagraph", "vs expert", "expert", "vs best", "SOL", "flags"):
         table.add_column(column, overflow="fold")
     for r in rows:
         v = r.verdict
         s = v.speedup
         table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, fmt.ms(v.cand_ms),
                       fmt.speedup(s.eager), fmt.speedup(s.compile), fmt.speedup(s.compile_reduce_overhead),
-                      fmt.speedup(s.cudagraph), fmt.speedup(s.best),
+                      fmt.speedup(s.cudagraph), fmt.speedup(s.expert), fmt.expert_label(v.expert), fmt.speedup(s.best),
                       f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-", ", ".join(v.flags))
     console.print(table)
     table = as_rows(rows)
@@ -114,8 +116,9 @@ def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> 
     if skipped:
         console.print(f"{skipped} candidates skipped (they need a device that is not present); rates are over the other {summary.n_rows}")
     console.print(f"correct: {fmt.rate(summary.correctness_rate)}   "
-                  + "   ".join(f"{fmt.p_label(p)}: {fmt.rate(e)} (eager) {fmt.rate(b)} (best)"
-                             for (p, e), (_, b) in zip(summary.fast_eager, summary.fast_best)))
+                  + "   ".join(f"{fmt.p_label(p)}: {fmt.rate(e)} (eager) {fmt.rate(b)} (best) {fmt.rate(x)} (expert)"
+                             for (p, e), (_, b), (_, x) in zip(summary.fast_eager, summary.fast_best,
+                                                               summary.fast_expert)))
     console.print(f"speedup vs eager: mean {fmt.speedup(summary.eager.mean)}, median {fmt.speedup(summary.eager.median)}, "
                   f"geomean {fmt.speedup(summary.eager.geomean)};  vs best: geomean {fmt.speedup(summary.best.geomean)}")
     console.print(f"reports: {run_dir / 'report.html'}  {run_dir / 'summary.md'}  store: {run_dir / 'results.sqlite'}")

@@ -11,6 +11,7 @@ SPEEDUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("compile", "compile"),
     ("compile_reduce_overhead", "compile-ro"),
     ("cudagraph", "cudagraph"),
+    ("expert", "expert"),
     ("best", "best"),
 )
 
@@ -77,3 +78,12 @@ def speedup_range(low: float | None, high: float | None) -> str:
 def count_rate(count: int, total: int, value: float | None) -> str:
     """'5 of 8 (62.5%)'; 'n/a' when there is nothing to count over."""
     return f"{count} of {total} ({rate(value)})" if total else MISSING
+
+
+def expert_label(expert: dict | None) -> str:
+    """The expert a verdict was timed against: implementation and library version, or MISSING."""
+    chosen = (expert or {}).get("chosen")
+    if not chosen:
+        return MISSING
+    version = f" {chosen['version']}" if chosen.get("version") else ""
+    return f"{chosen['name']} ({chosen['distribution']}{version})"

@@ -91,9 +91,10 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
         "",
     ]
 
+    expert = summary.expert
     speed_rows: list[list[object]] = [
-        [fmt.p_label(p), fmt.rate(e), fmt.rate(b)]
-        for (p, e), (_, b) in zip(summary.fast_eager, summary.fast_best)
+        [fmt.p_label(p), fmt.rate(e), fmt.rate(b), fmt.rate(x)]
+        for (p, e), (_, b), (_, x) in zip(summary.fast_eager, summary.fast_best, summary.fast_expert)
     ]
     for name in ("mean", "median", "geomean"):
         speed_rows.append(
@@ -101,10 +102,11 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
                 f"{name} speedup",
                 fmt.speedup(getattr(summary.eager, name)),
                 fmt.speedup(getattr(summary.best, name)),
+                fmt.speedup(getattr(expert, name) if expert else None),
             ]
         )
-    speed_rows.append(["rows with a speedup", summary.eager.n, summary.best.n])
-    out += _table(["metric", "vs eager", "vs best baseline"], speed_rows, "lrr")
+    speed_rows.append(["rows with a speedup", summary.eager.n, summary.best.n, expert.n if expert else 0])
+    out += _table(["metric", "vs eager", "vs best baseline", "vs expert"], speed_rows, "lrrr")
     out += [
         "",
         "fast_p: share of ALL candidates that are correct and faster than p times the baseline "
@@ -173,6 +175,7 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
                 fmt.ms(v.cand_ms),
                 *(fmt.speedup(getattr(v.speedup, attr)) for attr, _ in fmt.SPEEDUP_COLUMNS),
                 fmt.rate(v.sol_fraction),
+                fmt.expert_label(v.expert),
             ]
         )
     out += _table(
@@ -184,9 +187,10 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
             "cand ms",
             *(f"vs {label}" for _, label in fmt.SPEEDUP_COLUMNS),
             "SOL",
+            "expert kernel",
         ],
         cand_rows,
-        "llll" + "r" * (2 + len(fmt.SPEEDUP_COLUMNS)),
+        "llll" + "r" * (2 + len(fmt.SPEEDUP_COLUMNS)) + "l",
     )
     out.append("")
     return "\n".join(out)

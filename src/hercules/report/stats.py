@@ -21,6 +21,9 @@ Definitions (what each number means, and what it is when there is nothing to mea
   ``check.correct_kernelbench``, over the rows where it is known (a row that produced no output is
   known to be incorrect; a verdict written before the field existed is unknown). Both count
   suspicious rows: they are about outputs, not about flags.
+- Against ``expert`` (the fastest correct maintained kernel for the problem's operation),
+  ``fast_p`` counts only the rows of problems that have an expert time in these rows: a problem
+  no library implements has nothing to be compared with, so it is neither a hit nor a miss.
 - Seconds per evaluation: ``Verdict.seconds`` (wall, build included), over rows that recorded it.
 """
 
@@ -37,7 +40,7 @@ from typing import Literal
 from hercules.harness.records import Status, Verdict
 
 Row = tuple[str, int | None, str, Verdict]
-Against = Literal["eager", "best"]
+Against = Literal["eager", "best", "expert"]
 
 P_VALUES: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0)
 
@@ -91,9 +94,11 @@ class LevelSummary:
     flag_counts: tuple[tuple[str, int], ...]
     correctness: Correctness
     seconds: SecondsStats
+    fast_expert: tuple[tuple[float, float | None], ...] = ()  # (p, fast_p against expert)
+    expert: SpeedupStats | None = None
 
     def fast(self, p: float, against: Against = "eager") -> float | None:
-        return _lookup(self.fast_eager if against == "eager" else self.fast_best, p)
+        return _lookup(_fast_pairs(self, against), p)
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,11 @@ class Summary:
     flag_counts: tuple[tuple[str, int], ...]  # rows carrying each flag, most frequent first
     correctness: Correctness
     seconds: SecondsStats
+    fast_expert: tuple[tuple[float, float | None], ...] = ()
+    expert: SpeedupStats | None = None
 
     def fast(self, p: float, against: Against = "eager") -> float | None:
-        return _lookup(self.fast_eager if against == "eager" else self.fast_best, p)
+        return _lookup(_fast_pairs(self, against), p)
 
     def status_count(self, status: Status | str) -> int:
         key = status.value if isinstance(status, Status) else status
@@ -120,6 +127,10 @@ class Summary:
 
     def flag_count(self, flag: str) -> int:
         return dict(self.flag_counts).get(getattr(flag, "value", flag), 0)
+
+
+def _fast_pairs(summary: "Summary | LevelSummary", against: Against) -> tuple[tuple[float, float | None], ...]:
+    return {"eager": summary.fast_eager, "best": summary.fast_best, "expert": summary.fast_expert}[against]
 
 
 def _lookup(pairs: tuple[tuple[float, float | None], ...], p: float) -> float | None:
@@ -137,9 +148,9 @@ def is_correct(row: Row) -> bool:
 
 
 def speedup_of(verdict: Verdict, against: Against = "eager") -> float | None:
-    """The verdict's speedup against ``eager`` or the ``best`` baseline, if finite and positive."""
-    if against not in ("eager", "best"):
-        raise ValueError(f"against must be 'eager' or 'best', not {against!r}")
+    """The verdict's speedup against ``eager``, ``expert`` or the ``best`` baseline, if finite and positive."""
+    if against not in ("eager", "best", "expert"):
+        raise ValueError(f"against must be 'eager', 'best' or 'expert', not {against!r}")
     return verdict.speedup.usable(against)
 
 
@@ -179,8 +190,17 @@ def correctness_rate(rows: Sequence[Row]) -> float | None:
     return sum(1 for row in rows if is_correct(row)) / len(rows)
 
 
+def with_expert(rows: Sequence[Row]) -> list[Row]:
+    """The rows of problems that have an expert time somewhere in ``rows``."""
+    problems = {row[0] for row in rows if row[3].baselines_ms.get("expert")}
+    return [row for row in rows if row[0] in problems]
+
+
 def fast_p(rows: Sequence[Row], p: float, against: Against = "eager") -> float | None:
-    """Fraction of ALL rows that are correct and faster than ``p`` times the baseline."""
+    """Fraction of ALL rows that are correct and faster than ``p`` times the baseline (against
+    ``expert``: of the rows of problems with an expert time)."""
+    if against == "expert":
+        rows = with_expert(rows)
     if not rows:
         return None
     if p <= 0:
@@ -265,8 +285,10 @@ def summarize_level(
         correctness_rate=correctness_rate(rows),
         fast_eager=tuple((float(p), fast_p(rows, p, "eager")) for p in ps),
         fast_best=tuple((float(p), fast_p(rows, p, "best")) for p in ps),
+        fast_expert=tuple((float(p), fast_p(rows, p, "expert")) for p in ps),
         eager=speedup_stats(rows, "eager"),
         best=speedup_stats(rows, "best"),
+        expert=speedup_stats(rows, "expert"),
         status_counts=status_counts(rows),
         flag_counts=flag_counts(rows),
         correctness=correctness(rows),
@@ -289,8 +311,10 @@ def summarize(rows: Sequence[Row], ps: Sequence[float] = P_VALUES) -> Summary:
         correctness_rate=correctness_rate(rows),
         fast_eager=tuple((float(p), fast_p(rows, p, "eager")) for p in ps),
         fast_best=tuple((float(p), fast_p(rows, p, "best")) for p in ps),
+        fast_expert=tuple((float(p), fast_p(rows, p, "expert")) for p in ps),
         eager=speedup_stats(rows, "eager"),
         best=speedup_stats(rows, "best"),
+        expert=speedup_stats(rows, "expert"),
         levels=per_level(rows, ps),
         status_counts=status_counts(rows),
         flag_counts=flag_counts(rows),

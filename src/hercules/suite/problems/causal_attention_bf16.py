@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn as nn
 
-HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16"}
+HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16", "expert": "causal_attention"}
 
 BATCH, HEADS, SEQ, HEAD_DIM = 2, 8, 512, 64
 

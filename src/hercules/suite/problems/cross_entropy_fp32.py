@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-HERCULES = {"level": 2, "tier": "fused", "dtype": "float32"}
+HERCULES = {"level": 2, "tier": "fused", "dtype": "float32", "expert": "cross_entropy_rows"}
 
 TOKENS, VOCAB = 4096, 8192
 

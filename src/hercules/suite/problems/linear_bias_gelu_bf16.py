@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16"}
+HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16", "expert": "linear_gelu"}
 
 TOKENS, IN_FEATURES, OUT_FEATURES = 2048, 1024, 1536
 

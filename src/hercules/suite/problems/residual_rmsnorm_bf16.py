@@ -7,7 +7,7 @@ Eager makes four or more passes; a fused kernel reads x and residual once and wr
 import torch
 import torch.nn as nn
 
-HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16"}
+HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16", "expert": "add_rms_norm"}
 
 HIDDEN = 4096
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16"}
+HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16", "expert": "swiglu_mlp"}
 
 TOKENS, HIDDEN, FFN = 1024, 1024, 2048
 

@@ -1,0 +1,1 @@
+"""Expert baselines: for a computation a maintained library implements, that library's kernel."""

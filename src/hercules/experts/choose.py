@@ -1,0 +1,78 @@
+"""The expert for one problem: every implementation of its operation built, judged against the
+float64 truth, timed briefly; the fastest correct one is kept (runs inside the reference worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from hercules.experts.registry import Kernel, implementations
+
+# Choosing runs outside the exclusive section, beside other evaluations' untimed work: a short
+# look is enough to rank implementations whose times differ by more than that noise; the chosen
+# one is then timed like every baseline.
+CHOICE_BUDGET_S = 0.05
+
+
+@dataclass(frozen=True)
+class Considered:
+    name: str
+    distribution: str
+    version: str | None
+    entry: str
+    status: str  # "chosen", "correct" (slower), "incorrect", "unavailable"
+    detail: str = ""
+    ms: float | None = None
+
+
+def choose(op: str, model: torch.nn.Module, sets: Sequence[tuple], judge: Callable[[Any], str | None],
+           time_ms: Callable[[Kernel], float]) -> tuple[Kernel | None, dict[str, Any]]:
+    """(kernel, report): ``judge(outputs)`` says what is wrong with one call's outputs on
+    ``sets[0]`` (None: correct); ``time_ms(kernel)`` its time over ``sets``."""
+    found: list[Considered] = []
+    kernels: dict[str, Kernel] = {}
+    for impl in implementations(op):
+        base = dict(name=impl.name, distribution=impl.distribution, version=impl.version(), entry=impl.entry)
+        try:
+            kernel = impl.make(model)
+            with torch.no_grad():
+                outputs = kernel(*sets[0])
+        except Exception as exc:  # noqa: BLE001 -- a missing library or a refused device is a reason, not a failure
+            found.append(Considered(**base, status="unavailable", detail=f"{type(exc).__name__}: {exc}"[:300]))
+            continue
+        wrong = judge(outputs)
+        if wrong:
+            found.append(Considered(**base, status="incorrect", detail=wrong[:300]))
+            continue
+        try:
+            with torch.no_grad():
+                ms = time_ms(kernel)
+        except Exception as exc:  # noqa: BLE001
+            found.append(Considered(**base, status="unavailable", detail=f"timing: {type(exc).__name__}: {exc}"[:300]))
+            continue
+        found.append(Considered(**base, status="correct", ms=ms))
+        kernels[impl.name] = kernel
+    usable = [c for c in found if c.status == "correct"]
+    best = min(usable, key=lambda c: c.ms) if usable else None
+    report = {"op": op, "chosen": None, "considered": []}
+    for c in found:
+        if best is not None and c is best:
+            c = Considered(**{**asdict(c), "status": "chosen"})
+            report["chosen"] = asdict(c)
+        report["considered"].append(asdict(c))
+    return (kernels[best.name] if best is not None else None), report
+
+
+def summary(report: dict[str, Any]) -> str:
+    """One line: what was chosen, and why each other implementation was not."""
+    parts = []
+    for c in report.get("considered", []):
+        version = f" {c['version']}" if c.get("version") else ""
+        if c["status"] in ("chosen", "correct"):
+            parts.append(f"{c['name']} ({c['distribution']}{version}) {c['status']}, {c['ms']:.4f} ms")
+        else:
+            parts.append(f"{c['name']} {c['status']}: {c['detail']}")
+    return f"expert for {report.get('op')}: " + "; ".join(parts)

@@ -1,0 +1,110 @@
+"""What a problem costs, from shapes alone: run on the meta device (no memory, no arithmetic).
+
+Used to rank problems by work (``benchmarks/kernelbench.py --smallest``) and, in the reference
+worker, to tell an evaluation whose data alone fills a large share of the device to run with no
+other evaluation beside it. The problem is trusted code, so it is executed where this is called.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+ERROR_CHARS = 200
+FORWARD_LIMIT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes of inputs, weights (parameters and buffers) and outputs of one forward, and the FLOPs
+    torch.utils.flop_counter counts (matmuls, convolutions, attention)."""
+
+    name: str
+    input_bytes: int | None
+    weight_bytes: int | None
+    output_bytes: int | None = None  # None: forward not run (yet), or it failed on meta tensors
+    flops: int | None = None
+    error: str | None = None
+
+    @property
+    def known_bytes(self) -> int | None:
+        """Inputs + weights: a lower bound of ``work``, known without running forward."""
+        if self.input_bytes is None or self.weight_bytes is None:
+            return None
+        return self.input_bytes + self.weight_bytes
+
+    @property
+    def work(self) -> int | None:
+        if self.known_bytes is None or self.output_bytes is None or self.flops is None:
+            return None
+        return self.flops + self.known_bytes + self.output_bytes
+
+
+def tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    return 0
+
+
+class _Deadline(TorchDispatchMode):
+    """Stops a meta forward that runs past its time: nn.LSTM and nn.GRU decompose step by step on
+    meta tensors and take 7-18 s each, and a problem issuing that many ops is no cheap CPU run."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.end = time.perf_counter() + seconds
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if time.perf_counter() > self.end:
+            raise TimeoutError("meta forward past its time limit")
+        return func(*args, **(kwargs or {}))
+
+
+@functools.cache
+def _warm_flop_counter() -> None:
+    """The first counted forward of a process loads the decomposition tables (seconds, more on a
+    busy host): done once before any deadline runs, so the deadline measures only the problem."""
+    with torch.no_grad(), torch.device("meta"), FlopCounterMode(display=False):
+        torch.ones(2, 2) @ torch.ones(2, 2)
+        torch.nn.functional.conv2d(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 2, 2))
+
+
+def footprint(code: str, name: str, forward: bool = False, limit_s: float = FORWARD_LIMIT_S,
+              count_flops: bool = True) -> Footprint:
+    """The footprint of the problem ``code`` (a KernelBench-format file named ``name``); with
+    FORWARD, also its outputs and (with COUNT_FLOPS) FLOPs, from a meta forward stopped after
+    LIMIT_S."""
+    namespace: dict[str, Any] = {"__name__": f"hercules_footprint_{abs(hash(name))}"}
+    inputs = weights = None
+    try:
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            exec(compile(code, name, "exec"), namespace)
+            args = namespace["get_inputs"]()
+            inputs = tensor_bytes(args)
+            model = namespace["Model"](*namespace["get_init_inputs"]())
+            weights = sum(tensor_bytes(t) for t in (*model.parameters(), *model.buffers())) \
+                if isinstance(model, torch.nn.Module) else 0
+            if not forward:
+                return Footprint(name, inputs, weights)
+            if not count_flops:
+                with torch.no_grad(), _Deadline(limit_s):
+                    outputs = model(*args)
+                return Footprint(name, inputs, weights, tensor_bytes(outputs))
+            _warm_flop_counter()
+            with torch.no_grad(), FlopCounterMode(display=False) as counter, _Deadline(limit_s):
+                outputs = model(*args)
+            return Footprint(name, inputs, weights, tensor_bytes(outputs), int(counter.get_total_flops()))
+    except Exception as exc:  # noqa: BLE001 - any failure only means "cost unknown"
+        return Footprint(name, inputs, weights, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])

@@ -1,0 +1,101 @@
+"""The expert registry and the choice among implementations, with real kernels on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hercules.experts.choose import choose, summary
+from hercules.experts.registry import OPS, implementations, versions
+from hercules.problems.loaders import load_source
+from hercules.problems.model import ProblemFormatError
+
+SUITE = Path(__file__).resolve().parents[2] / "src" / "hercules" / "suite" / "problems"
+
+
+def _model(path: Path) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    torch.manual_seed(0)
+    return namespace["Model"](*namespace["get_init_inputs"]()).eval(), namespace["get_inputs"]()
+
+
+def _judge_against(model, inputs):
+    with torch.no_grad():
+        truth = model(*inputs)
+
+    def judge(outputs):
+        return None if torch.allclose(outputs, truth, atol=1e-5, rtol=1e-5) else "values differ"
+    return judge
+
+
+def test_every_suite_problem_naming_an_expert_names_a_known_operation():
+    named = {}
+    for path in sorted(SUITE.glob("*.py")):
+        problem = load_source(path).problems[0]
+        if "expert" in problem.metadata:
+            named[path.stem] = problem.metadata["expert"]
+    assert set(named.values()) <= set(OPS) and len(named) >= 8, named
+    assert versions("rms_norm")["torch"] == torch.__version__
+
+
+def test_an_unknown_expert_operation_is_refused_when_the_problem_loads(tmp_path, expert_problems):
+    source = expert_problems["rmsnorm"].read_text().replace('"rms_norm"', '"rms_nrom"')
+    (tmp_path / "p.py").write_text(source)
+    with pytest.raises(ProblemFormatError, match="rms_nrom"):
+        load_source(tmp_path / "p.py")
+    with pytest.raises(ValueError, match="unknown expert operation"):
+        implementations("rms_nrom")
+
+
+def test_the_fastest_correct_implementation_is_chosen_and_every_other_says_why(expert_problems):
+    model, inputs = _model(expert_problems["rmsnorm"])
+    kernel, report = choose("rms_norm", model, [tuple(inputs)], _judge_against(model, inputs), lambda k: 1.0)
+    assert kernel is not None and report["chosen"]["name"] in {i.name for i in implementations("rms_norm")}
+    with torch.no_grad():
+        assert torch.allclose(kernel(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
+    statuses = {c["name"]: c["status"] for c in report["considered"]}
+    assert set(statuses) == {i.name for i in implementations("rms_norm")}
+    assert list(statuses.values()).count("chosen") == 1
+    for c in report["considered"]:
+        if c["status"] == "unavailable":  # e.g. liger-kernel not installed, or no GPU for its Triton kernels
+            assert c["detail"], c
+    assert "chosen" in summary(report)
+
+
+def test_an_implementation_computing_something_else_is_not_used(expert_problems):
+    model, inputs = _model(expert_problems["mismatch"])
+    kernel, report = choose("rms_norm", model, [tuple(inputs)], _judge_against(model, inputs), lambda k: 1.0)
+    assert kernel is None and report["chosen"] is None
+    assert "torch.rms_norm incorrect" in summary(report)
+
+
+SOFTMAX = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.rand(16, 32)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_kernelbench_files_get_their_expert_from_the_documented_mapping(tmp_path):
+    level1 = tmp_path / "level1"
+    level1.mkdir()
+    (level1 / "23_Softmax.py").write_text(SOFTMAX)
+    (level1 / "24_LogSoftmax.py").write_text(SOFTMAX)
+    mapped = load_source(level1 / "23_Softmax.py").problems[0]
+    assert mapped.level == 1 and mapped.metadata["expert"] == "softmax_rows"
+    assert "expert" not in load_source(level1 / "24_LogSoftmax.py").problems[0].metadata
+    # Outside a KernelBench level folder the same file name maps to nothing.
+    (tmp_path / "23_Softmax.py").write_text(SOFTMAX)
+    assert "expert" not in load_source(tmp_path / "23_Softmax.py").problems[0].metadata
