@@ -99,3 +99,12 @@ def test_kernelbench_files_get_their_expert_from_the_documented_mapping(tmp_path
     # Outside a KernelBench level folder the same file name maps to nothing.
     (tmp_path / "23_Softmax.py").write_text(SOFTMAX)
     assert "expert" not in load_source(tmp_path / "23_Softmax.py").problems[0].metadata
+
+
+def test_on_the_cpu_a_triton_expert_is_not_tried_on_large_inputs(expert_problems):
+    model, inputs = _model(expert_problems["rmsnorm"])
+    large = (torch.randn(2048, 256),)  # 2 MB, over the interpreter bound
+    _kernel, report = choose("rms_norm", model, [large], lambda outputs: None, lambda k: 1.0)
+    liger = next(c for c in report["considered"] if c["name"] == "liger.rms_norm")
+    assert liger["status"] == "unavailable" and "interpreted on the CPU" in liger["detail"]
+    assert report["chosen"]["name"] == "torch.rms_norm"

@@ -15,6 +15,10 @@ from hercules.experts.registry import Kernel, implementations
 # look is enough to rank implementations whose times differ by more than that noise; the chosen
 # one is then timed like every baseline.
 CHOICE_BUDGET_S = 0.05
+# Triton's CPU interpreter runs a kernel program by program in NumPy: Liger's softmax on a 16x128
+# input takes well under a second there, on the suite's 4096x4096 one minutes per call. On the CPU a
+# Triton expert is tried only up to this size of one input set.
+INTERPRETED_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,17 @@ def choose(op: str, model: torch.nn.Module, sets: Sequence[tuple], judge: Callab
     ``sets[0]`` (None: correct); ``time_ms(kernel)`` its time over ``sets``."""
     found: list[Considered] = []
     kernels: dict[str, Kernel] = {}
+    tensors = [v for v in sets[0] if isinstance(v, torch.Tensor)]
+    on_cpu = bool(tensors) and all(t.device.type == "cpu" for t in tensors)
+    set_bytes = sum(t.numel() * t.element_size() for t in tensors)
     for impl in implementations(op):
         base = dict(name=impl.name, distribution=impl.distribution, version=impl.version(), entry=impl.entry)
+        if impl.triton and on_cpu and set_bytes > INTERPRETED_MAX_BYTES:
+            found.append(Considered(**base, status="unavailable",
+                                    detail=f"a Triton kernel, interpreted on the CPU: tried up to "
+                                           f"{INTERPRETED_MAX_BYTES / 1e6:.1f} MB of inputs, these are "
+                                           f"{set_bytes / 1e6:.1f} MB"))
+            continue
         try:
             kernel = impl.make(model)
             with torch.no_grad():

@@ -34,6 +34,7 @@ class Implementation:
     distribution: str  # the installed distribution whose version is reported
     entry: str  # what is called
     make: Callable[[torch.nn.Module], Kernel]  # imports inside: ImportError means unavailable
+    triton: bool = False  # Triton kernels: on the CPU they run under the (slow) interpreter
 
     def version(self) -> str | None:
         try:
@@ -132,7 +133,7 @@ def _sdpa_implementations(causal: bool) -> tuple[Implementation, ...]:
     )
 
 
-def _cublaslt_gelu(model):
+def _addmm_gelu(model):
     linear = model.linear
     # cuBLASLt applies GELU in the GEMM's epilogue: one kernel instead of GEMM + activation.
     return lambda x: torch._addmm_activation(linear.bias, x, linear.weight.t(), use_gelu=True)
@@ -142,42 +143,43 @@ OPS: dict[str, tuple[Implementation, ...]] = {
     "rms_norm": (
         Implementation("torch.rms_norm", "torch", "torch.nn.functional.rms_norm", _torch_rms_norm),
         Implementation("liger.rms_norm", "liger-kernel", "liger_kernel.transformers.functional.liger_rms_norm",
-                       _liger_rms_norm),
+                       _liger_rms_norm, triton=True),
     ),
     "add_rms_norm": (
         Implementation("torch.rms_norm", "torch", "torch.nn.functional.rms_norm(x + residual)", _torch_add_rms_norm),
         Implementation("liger.fused_add_rms_norm", "liger-kernel",
-                       "liger_kernel.transformers.functional.liger_fused_add_rms_norm", _liger_add_rms_norm),
+                       "liger_kernel.transformers.functional.liger_fused_add_rms_norm", _liger_add_rms_norm, triton=True),
     ),
     "layer_norm": (
         Implementation("liger.layer_norm", "liger-kernel", "liger_kernel.transformers.functional.liger_layer_norm",
-                       _liger_layer_norm),
+                       _liger_layer_norm, triton=True),
     ),
     "softmax_rows": (
         Implementation("liger.softmax", "liger-kernel", "liger_kernel.transformers.functional.liger_softmax",
-                       _liger_softmax),
+                       _liger_softmax, triton=True),
     ),
     "cross_entropy_rows": (
         Implementation("liger.cross_entropy", "liger-kernel",
                        "liger_kernel.transformers.functional.liger_cross_entropy(reduction='none')",
-                       _liger_cross_entropy),
+                       _liger_cross_entropy, triton=True),
     ),
     "swiglu_mlp": (
         Implementation("liger.swiglu", "liger-kernel",
-                       "liger_kernel.transformers.functional.liger_swiglu on the two projections", _liger_swiglu),
+                       "liger_kernel.transformers.functional.liger_swiglu on the two projections", _liger_swiglu, triton=True),
     ),
     "causal_attention": _sdpa_implementations(causal=True),
     "attention": _sdpa_implementations(causal=False),
     "cross_entropy_mean": (
         Implementation("liger.cross_entropy", "liger-kernel",
                        "liger_kernel.transformers.functional.liger_cross_entropy(reduction='mean')",
-                       _liger_cross_entropy_mean),
+                       _liger_cross_entropy_mean, triton=True),
     ),
     "gelu_tanh": (
         Implementation("torch.gelu_tanh", "torch", "torch.nn.functional.gelu(approximate='tanh')", _torch_gelu_tanh),
     ),
     "linear_gelu": (
-        Implementation("cublaslt.gelu_epilogue", "torch", "torch._addmm_activation(use_gelu=True)", _cublaslt_gelu),
+        # On CUDA the GEMM with cuBLASLt's GELU epilogue; on the CPU torch's own addmm + GELU.
+        Implementation("torch.addmm_gelu", "torch", "torch._addmm_activation(use_gelu=True)", _addmm_gelu),
     ),
 }
 
