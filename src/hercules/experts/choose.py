@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from hercules.experts.registry import Kernel, implementations
+from hercules.harness import timing
 
 # Choosing runs outside the exclusive section, beside other evaluations' untimed work: a short
 # look is enough to rank implementations whose times differ by more than that noise; the chosen
@@ -40,7 +41,7 @@ def choose(op: str, model: torch.nn.Module, sets: Sequence[tuple], judge: Callab
     kernels: dict[str, Kernel] = {}
     tensors = [v for v in sets[0] if isinstance(v, torch.Tensor)]
     on_cpu = bool(tensors) and all(t.device.type == "cpu" for t in tensors)
-    set_bytes = sum(t.numel() * t.element_size() for t in tensors)
+    set_bytes = timing.set_bytes(tensors)
     for impl in implementations(op):
         base = dict(name=impl.name, distribution=impl.distribution, version=impl.version(), entry=impl.entry)
         if impl.triton and on_cpu and set_bytes > INTERPRETED_MAX_BYTES:

@@ -86,20 +86,18 @@ def _liger_softmax(model):
     return lambda x: fn(x)
 
 
-def _liger_cross_entropy(model):
-    fn = _liger("liger_cross_entropy")
-    return lambda logits, targets: fn(logits, targets, reduction="none")
+def _liger_cross_entropy(reduction: str):
+    def make(model):
+        fn = _liger("liger_cross_entropy")
+        return lambda logits, targets: fn(logits, targets, reduction=reduction)
+
+    return make
 
 
 def _liger_swiglu(model):
     fn = _liger("liger_swiglu")
     gate, up = model.gate_proj, model.up_proj
     return lambda x: fn(gate(x), up(x))
-
-
-def _liger_cross_entropy_mean(model):
-    fn = _liger("liger_cross_entropy")
-    return lambda logits, targets: fn(logits, targets, reduction="mean")
 
 
 def _torch_gelu_tanh(model):
@@ -161,7 +159,7 @@ OPS: dict[str, tuple[Implementation, ...]] = {
     "cross_entropy_rows": (
         Implementation("liger.cross_entropy", "liger-kernel",
                        "liger_kernel.transformers.functional.liger_cross_entropy(reduction='none')",
-                       _liger_cross_entropy, triton=True),
+                       _liger_cross_entropy("none"), triton=True),
     ),
     "swiglu_mlp": (
         Implementation("liger.swiglu", "liger-kernel",
@@ -172,7 +170,7 @@ OPS: dict[str, tuple[Implementation, ...]] = {
     "cross_entropy_mean": (
         Implementation("liger.cross_entropy", "liger-kernel",
                        "liger_kernel.transformers.functional.liger_cross_entropy(reduction='mean')",
-                       _liger_cross_entropy_mean, triton=True),
+                       _liger_cross_entropy("mean"), triton=True),
     ),
     "gelu_tanh": (
         Implementation("torch.gelu_tanh", "torch", "torch.nn.functional.gelu(approximate='tanh')", _torch_gelu_tanh),

@@ -73,6 +73,7 @@ from hercules.harness.records import (
     Verdict,
 )
 from hercules.harness.roofline import sol_figures
+from hercules.harness.timing import device_memory_bytes
 from hercules.problems.model import Candidate, Problem
 
 # The parent's wall figure per call exceeding the in-process median by this much means time went
@@ -110,6 +111,7 @@ IDLE_PROBE_RATIO = 1.5
 # the candidate its own sets. 1/12 of the H200's 140 GB is 11.6 GB: 21_Sigmoid and 26_GELU (12.9 GB)
 # run alone, 11_4D_tensor_matrix_multiplication (4.2 GB) does not.
 ALONE_SHARE = 1 / 12
+FOOTPRINT_KEYS = ("input_bytes", "output_bytes", "weight_bytes")  # what the comparison with it adds up
 # Bumped whenever cached baselines or device ceilings are measured differently.
 CACHE_FORMAT = 5  # 5: baselines bounded by the parent's wall clock, as candidates are
 
@@ -510,9 +512,9 @@ class _Evaluation:
                     raise
                 self.notes.append(f"footprint unknown: {abort.failure.error[:160]}")
                 return
-            found = {k: found.get(k) for k in ("input_bytes", "output_bytes", "weight_bytes")}
+            found = {k: found.get(k) for k in FOOTPRINT_KEYS}
             self.cache.put("footprint", key, found)
-        need = sum(int(found.get(k) or 0) for k in ("input_bytes", "output_bytes", "weight_bytes"))
+        need = sum(int(found.get(k) or 0) for k in FOOTPRINT_KEYS)
         total = device_memory_bytes(self.device)
         if need > ALONE_SHARE * total:
             with self._phase("alone_wait"):
@@ -932,12 +934,6 @@ class _Evaluation:
 
 
 # ---- pure helpers of the stages -----------------------------------------------------------
-
-
-def device_memory_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _output_bytes(specs: Sequence[dict[str, Any]] | None) -> int:

@@ -548,12 +548,20 @@ def _remove_stale(parent: Path) -> None:
                 path.rmdir()  # refused while processes are left inside
 
 
+def _memberships(pid: str = "self") -> list[tuple[str, str, str]]:
+    """(hierarchy number, controllers, path relative to the hierarchy's root) per line of
+    /proc/PID/cgroup; the v2 hierarchy is number "0" with no controllers."""
+    rows = []
+    for line in _read_text(Path(f"/proc/{pid}/cgroup")).splitlines():
+        number, controllers, relative = line.split(":", 2)
+        rows.append((number, controllers, relative.strip().lstrip("/")))
+    return rows
+
+
 def _own_cgroup(controller: str) -> Path | None:
     """The folder of this process's cgroup for one controller (v1 hierarchy or the v2 one)."""
     root = Path("/sys/fs/cgroup")
-    for line in _read_text(Path("/proc/self/cgroup")).splitlines():
-        number, controllers, relative = line.split(":", 2)
-        relative = relative.lstrip("/")
+    for number, controllers, relative in _memberships():
         if number == "0" and controllers == "":
             for base in (root / "unified", root):
                 folder = base / relative
@@ -592,9 +600,9 @@ def _v2_delegate(folder: Path, controller: str, relative: str) -> bool:
     except OSError as exc:
         if exc.errno != errno.EBUSY:
             return False
-    init_cgroup = next((line.split(":", 2)[2] for line in _read_text(Path("/proc/1/cgroup")).splitlines()
-                        if line.startswith("0::")), None)
-    if init_cgroup is None or init_cgroup.strip().lstrip("/") not in (relative, f"{relative}/{_V2_LEAF}".lstrip("/")):
+    init_cgroup = next((path for number, controllers, path in _memberships("1") if number == "0" and not controllers),
+                       None)
+    if init_cgroup is None or init_cgroup not in (relative, f"{relative}/{_V2_LEAF}".lstrip("/")):
         return False
     leaf = folder / _V2_LEAF
     try:
@@ -618,15 +626,14 @@ def _no_cgroup_reason(controller: str) -> str:
     """Why ``_own_cgroup`` found no folder for ``controller``: what a verdict says in its place.
     The H200 machine is the common case: cgroup v2 with this process's cgroup holding processes,
     so the controller cannot be enabled below it (the kernel's no-internal-processes rule)."""
-    for line in _read_text(Path("/proc/self/cgroup")).splitlines():
-        number, controllers, relative = line.split(":", 2)
+    for number, controllers, relative in _memberships():
         if number == "0" and controllers == "":
-            folder = Path("/sys/fs/cgroup") / relative.lstrip("/")
+            folder = Path("/sys/fs/cgroup") / relative
             if controller in _read_text(folder / "cgroup.controllers").split():
                 return f"cgroup v2: {controller} is not enabled in {folder}/cgroup.subtree_control (not delegated)"
             return f"cgroup v2: no {controller} controller available at {folder}"
         if controller in controllers.split(","):
-            return f"cgroup v1: {controller} hierarchy has no {relative} folder here"
+            return f"cgroup v1: {controller} hierarchy has no /{relative} folder here"
     return f"no {controller} controller on this host"
 
 

@@ -13,6 +13,7 @@ cannot change what this module reads (the integrity check flags the attempt sepa
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -71,6 +72,13 @@ class _Flusher:
 
 def set_bytes(values: Sequence[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def device_memory_bytes(device: torch.device) -> int:
+    """The device's memory: a GPU's total, or the host's physical memory for the CPU."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def sets_to_keep(per_set_bytes: int, device: torch.device) -> int:

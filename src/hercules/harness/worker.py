@@ -174,11 +174,7 @@ class ReferenceWorker:
         return {"init_inputs": self.init_inputs, "param_bytes": params + buffers}
 
     def _cache_budget(self) -> int:
-        if self.device.type == "cuda":
-            total = torch.cuda.get_device_properties(self.device).total_memory
-        else:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return int(total * self.CACHE_FRACTION)
+        return int(_timing.device_memory_bytes(self.device) * self.CACHE_FRACTION)
 
     def _cached_bytes(self) -> int:
         expected = sum(_timing.set_bytes([*e["outputs"], *e["dtype_outputs"]]) if e["outputs"] is not e["dtype_outputs"]
