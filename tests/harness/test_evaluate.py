@@ -63,6 +63,8 @@ def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
     assert trial_runs["count"] == options.trials
     assert 0 < trial_runs["inside"] <= trial_runs["seconds"]
     assert verdict.requests["reference.baseline_time"]["count"] == 1
+    # On the CPU a host memory file is the device's own memory: no device-pack probe is made.
+    assert verdict.datapath == "memfd" and "reference.datapath_offer" not in verdict.requests
 
 
 def test_flop_counts_are_kept_per_problem_and_shapes(problem, options):

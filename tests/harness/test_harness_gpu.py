@@ -257,3 +257,5 @@ def test_gpu_is_usable_inside_the_sandbox_and_the_verdict_says_which(problem, op
     assert verdict.status is Status.OK, verdict.error
     assert verdict.sandbox["mechanism"].startswith("bubblewrap"), verdict.sandbox
     assert "pid" in verdict.sandbox["isolated"] and "network" in verdict.sandbox["isolated"]
+    # Tensors crossed into and out of the sandbox in device memory, not through host memory files.
+    assert verdict.datapath == "cuda", verdict.notes

@@ -91,6 +91,9 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
                                   "content_cache.py", "skip_every_other.py"])
 def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path):
     verdict, _ = _eval(name, tmp_path)
+    # The exploits refuse to load when they find nothing to attack: a build error means the attack
+    # never ran, which proves nothing about the core.
+    assert verdict["status"] != "build_error", verdict.get("error")
     _caught_or_not_faster(verdict)
 
 
@@ -99,6 +102,13 @@ def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_w
     verdict, _ = _eval("detached_forger.py", tmp_path)  # _eval asserts one unforged object, exit 0
     _caught_or_not_faster(verdict)
     assert _no_process_with("313.7"), "the detached process outlived its evaluation"
+
+
+@pytest.mark.slow
+def test_outputs_in_a_pack_that_could_still_change_are_a_forged_reply(tmp_path):
+    verdict, _ = _eval("unsealed_outputs.py", tmp_path)
+    assert verdict["status"] == "runtime_error" and verdict["cause"] == "protocol", verdict.get("error")
+    assert "pack was refused" in verdict["error"] and "not sealed" in verdict["error"], verdict["error"]
 
 
 @pytest.mark.slow

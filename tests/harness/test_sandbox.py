@@ -660,6 +660,27 @@ def test_in_a_cgroup_v2_container_each_sandbox_gets_its_cgroups(tmp_path):
     assert "pids" in box.cgroups and "memory" in box.cgroups, box.cgroups_missing
 
 
+def _cgroup_v2_beside() -> bool:
+    """cgroup v2 only, this process's cgroup not the container's own (pid 1 elsewhere), and the
+    parent enables pids for its children and may be written: the H200 machine's command cgroups."""
+    lines = Path("/proc/self/cgroup").read_text().splitlines()
+    if os.geteuid() != 0 or not lines or lines != [line for line in lines if line.startswith("0::")]:
+        return False
+    ours = lines[0].split(":", 2)[2].strip("/")
+    if not ours or _cgroup_v2_container():
+        return False
+    parent = (Path("/sys/fs/cgroup") / ours).parent
+    return "pids" in (parent / "cgroup.subtree_control").read_text().split() and os.access(parent, os.W_OK)
+
+
+@pytest.mark.skipif(not _cgroup_v2_beside(), reason="needs a cgroup v2 command cgroup beside which root may write")
+def test_in_a_cgroup_v2_command_cgroup_each_sandbox_gets_cgroups_beside_it(tmp_path):
+    box = _ran_once(tmp_path / "box")
+    assert "pids" in box.cgroups and "memory" in box.cgroups, box.cgroups_missing
+    ours = Path("/proc/self/cgroup").read_text().split(":", 2)[2].strip().strip("/")
+    assert all(Path(path).parent.name == f"hercules-beside-{Path(ours).name}" for path in box._cgroups.paths.values())
+
+
 UNMAPPED_MEMFD = """
     import os, sys
     fd = os.memfd_create("hoard")

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+MEDIA = ("memfd", "cuda")
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 ALIGN = 64
 MAX_PACK_FDS = 4
@@ -49,23 +50,27 @@ class PackLayout:
     slots: tuple[TensorSlot | None, ...]
     values: tuple[Any, ...]  # the plain (non-tensor) values, None where a tensor slot is
     size: int
+    medium: str = "memfd"  # "memfd": a sealed host memory file; "cuda": device memory (device_pack.py)
 
     def to_message(self) -> dict[str, Any]:
         return {"slots": [None if s is None else [list(s.shape), s.dtype, s.offset, s.nbytes] for s in self.slots],
-                "values": list(self.values), "size": self.size}
+                "values": list(self.values), "size": self.size, "medium": self.medium}
 
     @classmethod
     def from_message(cls, raw: Any) -> "PackLayout":
         try:
             slots = tuple(None if s is None else TensorSlot(tuple(int(d) for d in s[0]), str(s[1]), int(s[2]), int(s[3]))
                           for s in raw["slots"])
-            layout = cls(slots=slots, values=tuple(raw["values"]), size=int(raw["size"]))
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            layout = cls(slots=slots, values=tuple(raw["values"]), size=int(raw["size"]),
+                         medium=str(raw.get("medium", "memfd")))
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise PackError(f"malformed pack layout: {exc}") from None
+        if layout.medium not in MEDIA:
+            raise PackError(f"unknown pack medium {layout.medium!r}")
         for slot in layout.slots:
             if slot is None:
                 continue
-            dtype = _dtype(slot.dtype)
+            dtype = dtype_of(slot.dtype)
             expected = _numel(slot.shape) * dtype.itemsize
             if slot.nbytes != expected or slot.offset < 0 or slot.offset + slot.nbytes > layout.size:
                 raise PackError(f"slot {slot} does not fit its shape/dtype or the pack of {layout.size} bytes")
@@ -74,7 +79,7 @@ class PackLayout:
         return layout
 
 
-def _dtype(name: str) -> torch.dtype:
+def dtype_of(name: str) -> torch.dtype:
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
         raise PackError(f"unknown dtype {name!r}")
@@ -90,11 +95,9 @@ def _numel(shape: Sequence[int]) -> int:
     return n
 
 
-def write_pack(values: Sequence[Any], name: str = "pack") -> tuple[int, PackLayout]:
-    """A sealed memfd holding ``values`` (tensors as raw contiguous bytes); returns (fd, layout).
-
-    Tensors may live on any device; they are copied to host memory once, straight into the file.
-    """
+def plan_slots(values: Sequence[Any]) -> tuple[list[TensorSlot | None], list[Any], int]:
+    """Where each tensor of ``values`` goes in a pack (ALIGN-aligned offsets), the plain values, and
+    the bytes used."""
     slots: list[TensorSlot | None] = []
     plain: list[Any] = []
     offset = 0
@@ -107,7 +110,27 @@ def write_pack(values: Sequence[Any], name: str = "pack") -> tuple[int, PackLayo
         else:
             slots.append(None)
             plain.append(value)
-    size = max(offset, 1)
+    return slots, plain, offset
+
+
+def write_pack(values: Sequence[Any], name: str = "pack", medium: str = "memfd",
+               device: torch.device | str | None = None) -> tuple[int, PackLayout]:
+    """A pack holding ``values``; returns (fd, layout).
+
+    ``medium="cuda"`` asks for a device pack on ``device`` (``device_pack.py``); where the driver
+    refuses one, the values go into a sealed memory file instead, which every receiver reads too.
+    Tensors may live on any device; for a memory file they are copied to host memory once,
+    straight into the file.
+    """
+    if medium == "cuda" and device is not None and torch.device(device).type == "cuda":
+        from hercules.harness.device_pack import DevicePackError, write_device_pack
+
+        try:
+            return write_device_pack(values, device)
+        except DevicePackError:
+            pass  # the host path below; the data-path probe has already said which one works
+    slots, plain, used = plan_slots(values)
+    size = max(used, 1)
     fd = os.memfd_create(f"hercules-{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, size)
@@ -158,7 +181,7 @@ class MappedPack:
             if slot is None:
                 out.append(value)
                 continue
-            dtype = _dtype(slot.dtype)
+            dtype = dtype_of(slot.dtype)
             raw = whole[slot.offset:slot.offset + slot.nbytes]
             tensor = raw.view(dtype).reshape(slot.shape) if slot.nbytes else torch.empty(slot.shape, dtype=dtype)
             if device.type != "cpu":
@@ -181,11 +204,21 @@ class MappedPack:
         self.close()
 
 
+def open_pack(fd: int, layout: PackLayout, device: torch.device | str = "cpu"):
+    """A received pack of either medium, opened for ``values(device)``: a sealed memory file mapped
+    read-only, or a device pack mapped read-only on ``device``. Use as a context manager."""
+    if layout.medium == "cuda":
+        from hercules.harness.device_pack import DevicePack
+
+        return DevicePack(fd, layout, device)
+    return MappedPack(fd, layout)
+
+
 def read_pack(fd: int, layout: PackLayout | dict[str, Any], device: torch.device | str = "cpu") -> list[Any]:
-    """Map, check the seals, copy the values to ``device``, unmap (``fd`` stays open)."""
+    """Open (memory files: check the seals), copy the values to ``device``, close (``fd`` stays open)."""
     if not isinstance(layout, PackLayout):
         layout = PackLayout.from_message(layout)
-    with MappedPack(fd, layout) as pack:
+    with open_pack(fd, layout, device) as pack:
         return pack.values(device)
 
 

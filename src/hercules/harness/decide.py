@@ -92,6 +92,7 @@ class Context:
     phases: Mapping[str, float] = field(default_factory=dict)
     requests: Mapping[str, Any] = field(default_factory=dict)
     notes: Sequence[str] = ()
+    datapath: str = ""
 
 
 def conditional_findings(scan: ScanOutcome, executed: frozenset[int]) -> tuple[Finding, ...]:
@@ -149,7 +150,7 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
         phases={k: round(v, 3) for k, v in ctx.phases.items()}, requests=dict(ctx.requests),
         cause=cause, sandbox=ctx.sandbox, limits={k: round(v, 3) for k, v in ctx.limits.items()},
         notes=tuple(dict.fromkeys(notes))[:40],
-        expert=dict(baselines.expert) if baselines and baselines.expert else None,
+        expert=dict(baselines.expert) if baselines and baselines.expert else None, datapath=ctx.datapath,
     )
 
 

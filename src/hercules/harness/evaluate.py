@@ -130,6 +130,9 @@ class EvalOptions:
     artifacts_dir: Path | None = None  # keep source, logs and verdict here; temporary otherwise
     time_candidate: bool = True
     sandbox: bool = True  # False only for debugging the harness itself; the verdict says so
+    # Device packs between the workers where the driver supports them (CUDA only; the probe at the
+    # start of every evaluation decides); False keeps every hand-over in host memory files.
+    device_packs: bool = True
 
 
 def resolve_device(name: str) -> torch.device:
@@ -278,6 +281,7 @@ class _Evaluation:
         self._calibrated_overhead_ms: float | None = None
         self.trial_seeds: list[int] = []
         self.signature: str = ""
+        self.datapath = "memfd"
 
     # ---- bookkeeping ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -301,7 +305,7 @@ class _Evaluation:
                     for role, worker in self.workers.items() for op, (n, total, inside) in worker.ledger.items()}
         return Context(problem=self.problem.name, candidate=self.candidate.name, device=str(self.device),
                        sandbox=self.sandbox_info, limits=self.limits, phases=self.phases, requests=requests,
-                       notes=tuple(self.notes))
+                       notes=tuple(self.notes), datapath=self.datapath)
 
     # ---- requests ------------------------------------------------------------------------
     def _call_s(self, calls: int = 1, per_call_s: float | None = None) -> float:
@@ -354,6 +358,9 @@ class _Evaluation:
                 sizes = f" (inputs: {', '.join(self.input_shapes)})" if getattr(self, "input_shapes", None) else ""
                 status = Status.CRASH if role == "candidate" else Status.RUNTIME_ERROR
                 raise _Abort(status, f"{what}: out of memory{sizes}: {error}", Cause.OUT_OF_MEMORY)
+            if role == "reference" and kind == "pack":
+                # The reference reads no packs but the candidate's: one it refuses is a forged reply.
+                raise _Abort(Status.RUNTIME_ERROR, f"{what}: the candidate's pack was refused: {error}", Cause.PROTOCOL)
             if role == "reference":
                 raise _Abort(Status.RUNTIME_ERROR, f"{what}: {error}", Cause.REFERENCE)
             status = Status.CRASH if kind == "crash" else (
@@ -453,6 +460,8 @@ class _Evaluation:
         self.param_bytes = int(setup["param_bytes"])
         with self._phase("candidate_setup"):
             self._await(candidate, "candidate", "prepare", 180.0, "candidate setup")
+        with self._phase("datapath"):
+            self._choose_datapath()
         stages["build"] = self.stage_build(plan, setup["init_inputs"], init_seed, scan)
         self._share_or_go_alone()
 
@@ -496,6 +505,48 @@ class _Evaluation:
         stages["sol"] = sol_figures(roof["flops"], roof["min_bytes"], self.problem.dtype_name, ceilings,
                                     measure.timing.median_ms,
                                     min_flops=self.problem.metadata.get("min_flops"))
+
+    def _choose_datapath(self) -> None:
+        """Device packs for this evaluation if a probe crosses both ways intact: the reference
+        exports seeded bytes in device memory, the candidate's process (before any of the
+        candidate's code has run) imports them and exports its copy, the reference checks the bytes.
+        Otherwise every hand-over stays in sealed host memory files, and a note says why."""
+        self.datapath = "memfd"
+        if self.device.type != "cuda" or not self.options.device_packs:
+            return
+        seed = secrets.randbits(31)
+        why = None
+        try:
+            offer = self._request("reference", "datapath_offer", 60.0, "data path probe", seed=seed)
+        except _Abort as abort:
+            why = f"the reference's driver cannot export device memory ({abort.failure.error[:200]})"
+        if why is None:
+            try:
+                echo, echo_fds = self._candidate(PackReply, "datapath_echo", 60.0, "data path probe",
+                                                 tuple(offer["_fds"]), layout=offer["layout"])
+            except _Abort as abort:
+                if not self._alive("candidate"):
+                    raise
+                why = f"the candidate's process cannot import or export device memory ({abort.failure.error[:200]})"
+            finally:
+                self._close_fds(offer["_fds"])
+        if why is None:
+            try:
+                confirm = self._request("reference", "datapath_confirm", 60.0, "data path probe", tuple(echo_fds),
+                                        seed=seed, layout=echo.layout)
+                why = None if confirm.get("same") else str(confirm.get("why") or "the probe did not come back intact")
+            except _Abort as abort:
+                if not self._alive("reference"):
+                    raise
+                why = f"the reference cannot import the candidate's device memory ({abort.failure.error[:200]})"
+            finally:
+                self._close_fds(echo_fds)
+        if why is not None:
+            self.notes.append(f"data path: host memory files ({why})")
+            return
+        for role in ("reference", "candidate"):
+            self._request(role, "datapath", 60.0, "data path", medium="cuda")
+        self.datapath = "cuda"
 
     def _share_or_go_alone(self) -> None:
         """Go on alone when this problem's data fills a large share of the device (ALONE_SHARE);

@@ -179,6 +179,9 @@ class Verdict:
     # The expert baseline's choice: operation, the implementation chosen (library, version, entry
     # point) and why each other one was not (unavailable, incorrect, slower); None when not sought.
     expert: dict[str, Any] | None = None
+    # How tensors crossed between the workers: "cuda" (device packs, nothing through host memory)
+    # or "memfd" (sealed host memory files); the notes say why device packs were not used.
+    datapath: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)

@@ -570,6 +570,9 @@ def _own_cgroup(controller: str) -> Path | None:
                 if controller in _read_text(folder / "cgroup.subtree_control").split() \
                         or _v2_delegate(folder, controller, relative):
                     return folder
+                beside = _v2_beside(folder, controller) if relative else None
+                if beside is not None:
+                    return beside
         elif controller in controllers.split(","):
             folder = root / controllers / relative
             if (folder / "cgroup.procs").exists():
@@ -620,6 +623,44 @@ def _v2_delegate(folder: Path, controller: str, relative: str) -> bool:
         return False
     log.info("cgroup v2: the processes of %s moved into %s so %s can bound each sandbox", folder, leaf, controller)
     return True
+
+
+_V2_BESIDE = "hercules-beside-"
+
+
+def _v2_beside(folder: Path, controller: str) -> Path | None:
+    """A cgroup beside this process's cgroup v2 ``folder``, for the sandboxes' cgroups, where that
+    folder itself cannot give children ``controller`` (it holds processes and is not the
+    container's own, so ``_v2_delegate`` leaves it alone: the H200 machine runs each command in
+    ``/process_api/<id>`` while its pid 1 sits elsewhere).
+
+    The parent enables the controller for its children (``folder`` lists it among its
+    controllers), so a sibling made there has it and, holding no process, can enable it for
+    children of its own. A sandbox moved there leaves the command's own accounting; it is bounded
+    by the limits written into its own cgroup instead, which are tighter. Siblings left by commands
+    whose cgroups are gone are removed. Off with HERCULES_CGROUP_DELEGATE=0."""
+    if os.environ.get("HERCULES_CGROUP_DELEGATE", "1") == "0":
+        return None
+    parent = folder.parent
+    if controller not in _read_text(folder / "cgroup.controllers").split() \
+            or controller not in _read_text(parent / "cgroup.subtree_control").split():
+        return None
+    beside = parent / f"{_V2_BESIDE}{folder.name}"
+    try:
+        beside.mkdir(exist_ok=True)
+        if controller not in _read_text(beside / "cgroup.subtree_control").split():
+            (beside / "cgroup.subtree_control").write_text(f"+{controller}")
+    except OSError as exc:
+        log.debug("no cgroup v2 %s beside %s: %s", controller, folder, exc)
+        return None
+    for other in parent.glob(f"{_V2_BESIDE}*"):
+        if other != beside and not (parent / other.name[len(_V2_BESIDE):]).exists():
+            for child in other.glob("hercules-*-*"):
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+            with contextlib.suppress(OSError):
+                other.rmdir()
+    return beside
 
 
 def _no_cgroup_reason(controller: str) -> str:

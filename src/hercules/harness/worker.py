@@ -24,7 +24,7 @@ import torch
 # Bound before any candidate import (see timing.py): the harness keeps its own references.
 from hercules.harness import timing as _timing
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, relative_error
-from hercules.harness.datapath import MappedPack, PackLayout, read_pack, receive_fds, send_fds, write_pack
+from hercules.harness.datapath import PackError, PackLayout, open_pack, read_pack, receive_fds, send_fds, write_pack
 from hercules.harness.integrity import Snapshot, track_thread_origins
 from hercules.harness.ipc import decode, encode
 from hercules.harness.records import Tolerance
@@ -44,6 +44,8 @@ DEVICE_MISSING_MARKERS = (
 
 
 def classify_exception(exc: BaseException) -> str:
+    if isinstance(exc, PackError):
+        return "pack"  # a pack this worker was handed is not what its layout claims
     text = f"{type(exc).__name__}: {exc}"
     if any(m.lower() in text.lower() for m in CUDA_FATAL_MARKERS):
         return "crash"
@@ -135,7 +137,31 @@ def build_model(module, class_name: str, init_inputs: list, init_seed: int, devi
     return model
 
 
-class ReferenceWorker:
+class PackEnds:
+    """How a worker hands tensors over: sealed host memory files until the parent's data-path probe
+    has shown that device packs cross from this worker to the other and back."""
+
+    medium = "memfd"
+    device = torch.device("cpu")
+
+    def _pack_reply(self, outs: list[Any], fields: dict[str, Any]) -> dict[str, Any]:
+        """Outputs as a pack: exact tensors only; anything else (a subclass included) is sent as a
+        type name, since converting it would run its code where the comparison happens."""
+        plain = [o if type(o) is torch.Tensor else None for o in outs]
+        fd, layout = write_pack(plain, "outputs", self.medium, self.device)
+        return {**fields, "layout": layout.to_message(), "types": [_type_name(o) for o in outs], "fds": 1,
+                "_fds": [fd]}
+
+    def op_datapath(self, msg):
+        """Use ``medium`` for every later pack this worker writes."""
+        medium = str(msg["medium"])
+        if medium not in ("memfd", "cuda"):
+            raise ValueError(f"unknown pack medium {medium!r}")
+        self.medium = medium
+        return {}
+
+
+class ReferenceWorker(PackEnds):
     """Trusted: the problem's Model, its inputs, the float64 truth, the comparison of a candidate's
     outputs with it (on the device, so only figures leave this process), baselines and roofline."""
 
@@ -230,7 +256,7 @@ class ReferenceWorker:
     def op_inputs(self, msg):
         """A trial's inputs as a sealed pack for the candidate; kept here by seed."""
         values = self._inputs(msg["seed"])
-        fd, layout = write_pack(values, "inputs")
+        fd, layout = write_pack(values, "inputs", self.medium, self.device)
         signature = [f"{tuple(v.shape)}:{v.dtype}" if isinstance(v, torch.Tensor) else repr(v) for v in values]
         nbytes = _timing.set_bytes(values)
         return {"layout": layout.to_message(), "signature": signature, "input_bytes": nbytes, "fds": 1, "_fds": [fd]}
@@ -276,6 +302,29 @@ class ReferenceWorker:
         return {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
                 "call_ms": call_ms}
 
+    def op_datapath_offer(self, msg):
+        """A probe in device memory, with no host fallback: the first leg of the parent's check that
+        device packs cross to the candidate's process and back."""
+        from hercules.harness.device_pack import probe_values, write_device_pack
+
+        fd, layout = write_device_pack(probe_values(int(msg["seed"]), self.device), self.device)
+        return {"layout": layout.to_message(), "fds": 1, "_fds": [fd]}
+
+    def op_datapath_confirm(self, msg):
+        """The candidate's copy of the probe, back as a device pack: the same bytes, or device packs
+        are not used for this evaluation."""
+        from hercules.harness.device_pack import probe_values
+
+        layout = PackLayout.from_message(msg["layout"])
+        if layout.medium != "cuda":
+            return {"same": False, "why": f"the probe came back as a {layout.medium} pack"}
+        got = read_pack(msg["_fds"][0], layout, self.device)
+        want = probe_values(int(msg["seed"]), self.device)
+        same = len(got) == len(want) and all(
+            type(g) is torch.Tensor and g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w)
+            for g, w in zip(got, want))
+        return {"same": same, "why": "" if same else "the probe's bytes changed on the way back"}
+
     def op_footprint(self, msg):
         """Bytes of one input set, the weights and one call's outputs, from a forward on the meta
         device (nothing allocated, nothing computed); outputs None when that forward fails."""
@@ -298,7 +347,7 @@ class ReferenceWorker:
         layout = PackLayout.from_message(msg["layout"])
         types = list(msg["types"])
         outputs: list[Any] = []
-        with MappedPack(msg["_fds"][0], layout) as pack:
+        with open_pack(msg["_fds"][0], layout, self.device) as pack:
             # Shapes and dtypes are judged from the layout before any byte is copied.
             for slot, spec in zip(layout.slots, entry["specs"]):
                 if slot is not None and (list(slot.shape) != list(spec["shape"]) or slot.dtype != spec["dtype"]):
@@ -379,7 +428,7 @@ class ReferenceWorker:
             fn, sets = self.baselines[msg["name"]]
             with torch.no_grad():
                 outs, enqueue = _timing.burst_outputs(fn, sets, self.device, calls)
-        return _pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []})
+        return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []})
 
     def op_release(self, msg):
         self.baselines.pop(msg["name"], None)
@@ -421,15 +470,7 @@ class _Meta:
         self.dtype = getattr(torch, dtype)
 
 
-def _pack_reply(outs: list[Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """Outputs as a sealed pack: exact tensors only; anything else (a subclass included) is sent as
-    a type name, since converting it would run its code where the comparison happens."""
-    plain = [o if type(o) is torch.Tensor else None for o in outs]
-    fd, layout = write_pack(plain, "outputs")
-    return {**fields, "layout": layout.to_message(), "types": [_type_name(o) for o in outs], "fds": 1, "_fds": [fd]}
-
-
-class CandidateWorker:
+class CandidateWorker(PackEnds):
     """Untrusted: imports, builds and runs one candidate. Everything it reports is checked by the
     parent or the reference worker, or is a tripwire for the careless."""
 
@@ -463,6 +504,15 @@ class CandidateWorker:
 
     def op_ping(self, msg):
         return {}
+
+    def op_datapath_echo(self, msg):
+        """The reference's device-memory probe, read and handed back as a device pack of this
+        process (no host fallback either way)."""
+        from hercules.harness.device_pack import write_device_pack
+
+        values = read_pack(msg["_fds"][0], msg["layout"], self.device)
+        fd, layout = write_device_pack(values, self.device)
+        return {"layout": layout.to_message(), "types": ["torch.Tensor"] * len(values), "fds": 1, "_fds": [fd]}
 
     def op_import(self, msg):
         """Import only: module-level load_inline / load calls compile into the build cache."""
@@ -550,7 +600,7 @@ class CandidateWorker:
         if len(self.trial_sets) < _timing.sets_to_keep(_timing.set_bytes(pristine), self.device):
             self.trial_sets.append(tuple(pristine))
         del pristine
-        return _pack_reply(outs, {"aliases": aliases, "mutated": mutated, "swallowed": swallowed[:10],
+        return self._pack_reply(outs, {"aliases": aliases, "mutated": mutated, "swallowed": swallowed[:10],
                                   "executed_lines": self._lines()})
 
     def op_time(self, msg):
@@ -582,12 +632,12 @@ class CandidateWorker:
         flush_l2 = _timing._Flusher(self.device, True)
         with torch.no_grad():
             outs, ms = _timing.single_call_ms(lambda: flatten_outputs(self.model(*target)), self.device, flush_l2)
-        return _pack_reply(outs, {"event_ms": ms})
+        return self._pack_reply(outs, {"event_ms": ms})
 
     def op_burst(self, msg):
         with torch.no_grad():
             outs, enqueue = _timing.burst_outputs(self.model, self.timing_sets, self.device, int(msg["calls"]))
-        return _pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": self._lines()})
+        return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": self._lines()})
 
     def op_streams(self, msg):
         """CUDA streams the candidate's kernels ran on, from the profiler's kernel records.
