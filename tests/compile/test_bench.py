@@ -16,6 +16,10 @@ def test_decode_row_on_cpu(tiny_models, cache_dir):
     assert 0 <= row["median_step_max_logit_diff"] <= row["max_logit_diff"] < 1e-3
     assert 0 < row["hercules_roofline_fraction"]
     assert row["regions"]["lm_head"]["x_per_token"] == 1 and row["regions"]["lm_head"]["chosen_ms"] > 0
+    # the fidelity gate over the same prompt: fp32 HF is the reference itself (KL 0), Hercules float noise
+    assert row["kl_hf_same_dtype"] == 0.0 and 0 <= row["kl_hercules"] < 1e-10 and row["fidelity_passed"]
+    assert row["fidelity"]["positions"] == 17 and row["fidelity"]["argmax_agreement_hercules"] == 1.0
+    assert row["position"] == 8 and row["roofline_kv_tok_s"] < row["roofline_tok_s"]
 
 
 def test_ablation_structure(tiny_models):
@@ -36,8 +40,9 @@ def test_measurements_to_reach():
 
 
 def test_decode_script_runs_each_model_in_its_own_process(tmp_path):
-    """benchmarks/decode.py on the CPU (tiny preset, fp32): the row of a model that ran, and a job
-    that failed (an unknown preset) recorded as failed without losing the other."""
+    """benchmarks/decode.py on the CPU (tiny preset, fp32): the rows of a model that ran (the usual
+    one and a long-context one), and a job that failed (an unknown preset) recorded as failed
+    without losing the other."""
     import json
     import os
     import subprocess
@@ -48,11 +53,14 @@ def test_decode_script_runs_each_model_in_its_own_process(tmp_path):
     out = tmp_path / "decode.json"
     p = subprocess.run([sys.executable, str(script), "--device", "cpu", "--dtype", "float32", "--models",
                         "tiny-llama,no-such-preset", "--batches", "1", "--new-tokens", "4", "--prompt-len", "4",
-                        "--out", str(out)], capture_output=True, text=True, timeout=600,
+                        "--positions", "24", "--out", str(out)], capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, HERCULES_COMPILE_CACHE=str(tmp_path / "cache")))
     assert p.returncode == 0, p.stderr[-2000:]
     result = json.loads(out.read_text())
-    assert [r["model"] for r in result["rows"]] == ["tiny-llama"]
+    assert [(r["model"], r["row"], r["position"]) for r in result["rows"]] == [
+        ("tiny-llama", "prompt", 4), ("tiny-llama", "long_context", 24)]
     assert result["rows"][0]["token_agreement"] == 1.0
+    assert all(r["fidelity_passed"] for r in result["rows"])
+    assert "| position |" in p.stdout  # the long-context table
     assert result["failed"] == [{"job": "model:no-such-preset", "exit_status": 1}]
     assert not list(tmp_path.glob("*.part.json"))  # merged into --out, then removed

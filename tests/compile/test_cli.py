@@ -45,6 +45,18 @@ def test_compile_prints_the_plan(cache_dir, tmp_path, tiny_models):
     assert r2.exit_code == 0 and "decode_attention" in r2.stdout
 
 
+def test_generate_fidelity_json(cache_dir):
+    r = CliRunner().invoke(generate_cmd, ["--preset", "tiny-llama", "--device", "cpu", "--new-tokens", "8",
+                                          "--fidelity", "--json", "--cache-dir", str(cache_dir)])
+    assert r.exit_code == 0, r.output + str(r.exception)
+    f = json.loads(r.stdout)["fidelity"]
+    assert f["dtype"] == "float32" and f["positions"] == 9 and f["passed"] is True
+    assert f["kl_hf_same_dtype"] == 0.0 and 0 <= f["kl_hercules"] < 1e-10 and f["tolerance"] > 0
+    r = CliRunner().invoke(generate_cmd, ["--preset", "tiny-llama", "--device", "cpu", "--new-tokens", "4",
+                                          "--fidelity", "--cache-dir", str(cache_dir)])
+    assert r.exit_code == 0 and "fidelity gate: passed" in r.stdout and "kl_hf_same_dtype: 0" in r.stdout
+
+
 def test_usage_errors():
     r = CliRunner().invoke(generate_cmd, ["--device", "cpu"])
     assert r.exit_code != 0 and "exactly one of --preset" in r.output

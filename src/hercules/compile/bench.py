@@ -1,9 +1,12 @@
 """Measurement helpers for ``benchmarks/decode.py`` (the lead's script): HF eager, HF static cache +
-torch.compile, Hercules, the weights-read roofline, and the advisor ablation.
+torch.compile, Hercules, the weights-read roofline, the fidelity gate, the long-context rows, and
+the advisor ablation.
 
-Tokens/s here are *aggregate* (batch * new tokens / seconds of one ``generate`` call, prefill
-included), measured after warm-up calls (graph capture, torch.compile and Triton JIT happen
-there).
+Tokens/s in ``decode_row`` are *aggregate* (batch * new tokens / seconds of one ``generate`` call,
+prefill included), measured after warm-up calls (graph capture, torch.compile and Triton JIT
+happen there). ``long_context_row`` times the decode steps alone, behind a prompt of ``position``
+tokens: the difference of a ``generate`` of 1 + m tokens and one of 1 token (both include the
+same prompt pass), so the prompt pass of thousands of tokens does not enter the step rate.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-from .regions import model_spec, roofline_tok_s
+from .fidelity import measure_fidelity, release
+from .regions import ModelSpec, dtype_from_name, model_spec, roofline_tok_s, weight_bytes
 
 H200_COPY_BW = 4.24e12  # DESIGN.md: measured device copy rate, bytes/s
 
@@ -38,6 +42,31 @@ def time_generate(fn: Callable[[], Any], device, warmup: int = 1, reps: int = 3)
     return statistics.median(times)
 
 
+def step_tok_s(run: Callable[[int], Any], device, batch: int, steps: int, warmup: int = 1, reps: int = 3) -> float:
+    """Aggregate tokens/s of ``steps`` decode steps: ``run(n)`` generates n tokens after the same
+    prompt; (time of run(1 + steps) - time of run(1)) is the steps alone."""
+    long = time_generate(lambda: run(1 + steps), device, warmup, reps)
+    short = time_generate(lambda: run(1), device, warmup, reps)
+    return batch * steps / max(long - short, 1e-9)
+
+
+def kv_bytes_per_position(spec: ModelSpec, batch: int) -> int:
+    """KV-cache bytes one decode step reads per cached position: K and V of every layer."""
+    es = torch.empty((), dtype=dtype_from_name(spec.dtype)).element_size()
+    return spec.layers * 2 * spec.kv_heads * spec.head_dim * es * batch
+
+
+def kv_roofline(spec: ModelSpec, bandwidth: float, batch: int, position: int, steps: int) -> dict[str, float]:
+    """The roofline of ``steps`` decode steps behind a cache of ``position`` tokens, counting the
+    weights (read once per step) and the KV cache read: step i (1..steps) attends over position + i
+    entries, so the mean step reads position + (steps + 1) / 2 of them."""
+    mean_len = position + (steps + 1) / 2
+    kv = kv_bytes_per_position(spec, batch) * mean_len
+    w = weight_bytes(spec)
+    return {"weight_bytes": w, "kv_bytes_per_step": kv, "kv_share": kv / (w + kv),
+            "roofline_kv_tok_s": batch * bandwidth / (w + kv)}
+
+
 def hf_eager(model, ids, new_tokens: int):
     return model.generate(ids, max_new_tokens=new_tokens, do_sample=False)
 
@@ -59,16 +88,19 @@ def agreement(out: torch.Tensor, reference: torch.Tensor, prompt_len: int) -> fl
 
 def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int = 128, bandwidth: float = H200_COPY_BW,
                baselines: tuple[str, ...] = ("eager", "static_compile"), compile_kwargs: dict | None = None,
-               seed: int = 0, warmup: int = 1, reps: int = 3) -> dict[str, Any]:
-    """One row of the decode table for ``model`` (already on its device, in its dtype)."""
+               seed: int = 0, warmup: int = 1, reps: int = 3, fidelity: bool = True) -> dict[str, Any]:
+    """One row of the decode table for ``model`` (already on its device, in its dtype); with
+    ``fidelity`` also the fidelity gate (``fidelity.measure_fidelity``) over the same prompt."""
     from .api import compile_model
 
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=g).to(dev)
-    row: dict[str, Any] = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens}
+    row: dict[str, Any] = {"row": "prompt", "batch": batch, "prompt_len": prompt_len, "position": prompt_len,
+                           "new_tokens": new_tokens, "timing": "generate (prompt pass included)"}
     spec = model_spec(model)
     row["roofline_tok_s"] = roofline_tok_s(spec, bandwidth) * batch  # weights read once per step
+    row.update(kv_roofline(spec, bandwidth, batch, prompt_len, new_tokens - 1))  # its new_tokens - 1 decode steps
     eager_out = None
     if "eager" in baselines:
         s = time_generate(lambda: hf_eager(model, ids, new_tokens), dev, warmup, reps)
@@ -89,12 +121,7 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
     s = time_generate(lambda: dec.generate(ids, new_tokens), dev, warmup, reps)
     row["hercules_tok_s"] = batch * new_tokens / s
     row["hercules_roofline_fraction"] = row["hercules_tok_s"] / row["roofline_tok_s"]
-    row["plan"] = dec.plan.implementations()
-    # Where a step's time goes: per region, calls per token and the chosen / fallback times as
-    # measured in isolation (their weighted sum against the step check shows the launch gaps).
-    row["regions"] = {k: {"x_per_token": d.count_per_token, "chosen_ms": d.chosen_ms, "fallback_ms": d.fallback_ms,
-                          "why": d.why} for k, d in dec.plan.decisions.items()}
-    row["step_check"] = dec.plan.step_check
+    _plan_into(row, dec)
     if eager_out is not None:
         ours = dec.generate(ids, new_tokens)
         row["token_agreement"] = agreement(ours, eager_out, prompt_len)
@@ -109,6 +136,8 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
         per_step = (logits[:steps].to(eager_logits.device) - eager_logits[:steps]).abs().amax(dim=(1, 2))
         row["max_logit_diff"] = float(per_step.max())
         row["median_step_max_logit_diff"] = float(per_step.median())
+    if fidelity:
+        _fidelity_into(row, model, dec, ids, new_tokens)
     # A second compile of the same model: the decision cache and the built modules are found.
     t0 = time.perf_counter()
     again = compile_model(model, batch_size=batch, max_seq_len=prompt_len + new_tokens, **(compile_kwargs or {}))
@@ -119,6 +148,62 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
         row["speedup_vs_static_compile"] = row["hercules_tok_s"] / row["static_compile_tok_s"]
     if "eager_tok_s" in row:
         row["speedup_vs_eager"] = row["hercules_tok_s"] / row["eager_tok_s"]
+    return row
+
+
+def _plan_into(row: dict[str, Any], dec) -> None:
+    row["plan"] = dec.plan.implementations()
+    # Where a step's time goes: per region, calls per token and the chosen / fallback times as
+    # measured in isolation (their weighted sum against the step check shows the launch gaps).
+    row["regions"] = {k: {"x_per_token": d.count_per_token, "chosen_ms": d.chosen_ms, "fallback_ms": d.fallback_ms,
+                          "why": d.why} for k, d in dec.plan.decisions.items()}
+    row["step_check"] = dec.plan.step_check
+
+
+def _fidelity_into(row: dict[str, Any], model, dec, ids, new_tokens: int) -> None:
+    f = measure_fidelity(model, dec, ids, new_tokens)
+    row["kl_hercules"], row["kl_hf_same_dtype"], row["fidelity_passed"] = f.kl_hercules, f.kl_hf_same_dtype, f.passed
+    row["fidelity"] = f.to_json()
+
+
+def long_context_row(model, *, position: int, batch: int = 1, new_tokens: int = 128, bandwidth: float = H200_COPY_BW,
+                     baselines: tuple[str, ...] = ("eager",), compile_kwargs: dict | None = None, seed: int = 0,
+                     warmup: int = 1, reps: int = 3, fidelity: bool = True) -> dict[str, Any]:
+    """Decode steps behind a KV cache already holding ``position`` tokens (a random prompt of that
+    length): Hercules (compiled for that capacity) and HF eager step rates, the roofline with the
+    KV-cache bytes read, and (``fidelity``) the gate at that context length.
+
+    HF static cache + torch.compile is not timed here: its static cache is sized per ``generate``
+    call (prompt + max_new_tokens), so the two calls of the step-rate difference would run two
+    cache shapes, and each new length recompiles (about a minute per position and batch)."""
+    from .api import compile_model
+
+    release(next(model.parameters()).device)  # the previous row's caches and graphs
+    dev = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (batch, position), generator=g).to(dev)
+    spec = model_spec(model)
+    row: dict[str, Any] = {"row": "long_context", "batch": batch, "prompt_len": position, "position": position,
+                           "new_tokens": new_tokens, "timing": "decode steps (generate 1 + m minus generate 1)"}
+    row["roofline_tok_s"] = roofline_tok_s(spec, bandwidth) * batch
+    row.update(kv_roofline(spec, bandwidth, batch, position, new_tokens))
+    if "eager" in baselines:
+        row["eager_tok_s"] = step_tok_s(
+            lambda n: model.generate(ids, max_new_tokens=n, do_sample=False), dev, batch, new_tokens, warmup, reps)
+    row["static_compile_note"] = "not timed: a static cache per generate length, recompiled per position"
+    t0 = time.perf_counter()
+    # + 1: the fidelity pass decodes one step past the timed ones (the prediction after the last token)
+    dec = compile_model(model, batch_size=batch, max_seq_len=position + new_tokens + 1, **(compile_kwargs or {}))
+    row["compile_s"] = time.perf_counter() - t0
+    row["capacity"] = dec.plan.capacity
+    row["hercules_tok_s"] = step_tok_s(lambda n: dec.generate(ids, n), dev, batch, new_tokens, warmup, reps)
+    row["hercules_roofline_kv_fraction"] = row["hercules_tok_s"] / row["roofline_kv_tok_s"]
+    row["hercules_roofline_fraction"] = row["hercules_tok_s"] / row["roofline_tok_s"]
+    if "eager_tok_s" in row:
+        row["speedup_vs_eager"] = row["hercules_tok_s"] / row["eager_tok_s"]
+    _plan_into(row, dec)
+    if fidelity:
+        _fidelity_into(row, model, dec, ids, new_tokens)
     return row
 
 

@@ -1,6 +1,7 @@
 """Click commands ``generate`` and ``compile`` (registered in the top-level ``hercules`` group).
 
     hercules generate --preset tiny-llama --device cpu --new-tokens 32 --compare-eager --json
+    hercules generate --preset qwen3-4b --new-tokens 128 --fidelity --json   # + the fidelity gate
     hercules compile --preset qwen3-1.7b --device cuda --json
 
 With ``--json`` exactly one JSON object goes to stdout; logs and warnings go to stderr.
@@ -100,9 +101,12 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
 @click.option("--top-p", default=None, type=float)
 @click.option("--bandwidth-gbs", default=4240.0, show_default=True, type=float,
               help="device copy rate for the weights-read roofline (DESIGN.md: H200 4,240 GB/s)")
+@click.option("--fidelity", is_flag=True,
+              help="teacher-forced KL against a float32 copy of the model, for Hercules and for HF in the same "
+                   "dtype, and the gate (kl_hercules <= kl_hf); the copy takes 4 bytes a parameter while it runs")
 def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, languages, cache_dir, no_cache,
                  max_seq_len, seed, threads, as_json, llm_base_url, llm_model, exact, new_tokens, prompt_len,
-                 compare_eager, sample, temperature, top_k, top_p, bandwidth_gbs):
+                 compare_eager, sample, temperature, top_k, top_p, bandwidth_gbs, fidelity):
     """Decode with the compiled model (random prompt), optionally against HF eager."""
     _setup(threads, as_json)
     device = _device(device)
@@ -175,12 +179,23 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
     else:
         result["eager_tok_s"] = None
         result["tokens_match"] = None
+    if fidelity:  # greedy and teacher-forced whatever --sample says: it scores distributions, not draws
+        from .fidelity import measure_fidelity
+
+        result["fidelity"] = measure_fidelity(model, dec, ids, new_tokens).to_json()
     if as_json:
         click.echo(json.dumps(result, default=str))
     else:
         click.echo(dec.plan.table())
         for k in ("model", "device", "dtype", "new_tokens", "tok_s", "eager_tok_s", "tokens_match", "compile_s"):
             click.echo(f"{k}: {result.get(k)}")
+        if fidelity:
+            f = result["fidelity"]
+            click.echo(f"kl_hercules: {f['kl_hercules']:.6g}  kl_hf_same_dtype: {f['kl_hf_same_dtype']:.6g}  "
+                       f"(nats/position over {f['positions']} positions; max {f['max_kl_hercules']:.3g} / "
+                       f"{f['max_kl_hf_same_dtype']:.3g})")
+            click.echo(f"fidelity gate: {'passed' if f['passed'] else 'FAILED'} ({f['rule']}, tolerance "
+                       f"{f['tolerance']:g})")
 
 
 @click.command("compile")
