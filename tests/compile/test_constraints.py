@@ -128,3 +128,38 @@ def test_gemv_dot_tiles_that_overflow_shared_memory_are_rejected():
     # the gate/up tiles count twice: BLOCK_N 128 / BLOCK_K 128 in fp32 asked for 278,528 B
     gate_up = regions(dtype="float32")["gate_up_silu_mul"]
     assert any("shared memory" in x for x in reasons("triton_gemv", dict(params, BLOCK_K=128), gate_up, H200))
+
+
+A100 = DeviceInfo(type="cuda", name="NVIDIA A100", sm=(8, 0), smem_per_block=48 * 1024,
+                  smem_per_block_optin=163 * 1024, sm_count=108)
+
+
+def test_programmatic_dependent_launch_needs_sm90_and_is_off_on_the_interpreter():
+    """PDL=1 points are rejected on the CPU interpreter and below SM 9.0, with a hardware reason;
+    their PDL=0 twins pass, and the PDL=1 points pass on the H200."""
+    regs = regions()
+    points = [
+        ("triton_gemv", "o_proj", {"MODE": "reduce", "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 4, "num_warps": 4,
+                                   "SPLIT_REDUCE": "last"}),
+        ("triton_norm_gemv", "qkv_proj", {"BLOCK_N": 16, "BLOCK_K": 128, "num_warps": 4}),
+        ("triton_argmax", "token_select", {"CHUNK": 1024, "BLOCK": 1024, "num_warps": 4, "ONE_LAUNCH": 1}),
+    ]
+    for template, kind, p in points:
+        r = regs[kind]
+        on, off = dict(p, PDL=1), dict(p, PDL=0)
+        assert on in find_template(template, r).space(r) and off in find_template(template, r).space(r)
+        assert reasons(template, on, r, H200) == [] and reasons(template, off, r, H200) == []
+        assert reasons(template, off, r, A100) == [] and reasons(template, off, r, CPU_INTERP) == []
+        rs = reasons(template, on, r, A100)
+        assert rs == ["hardware: programmatic dependent launch (PDL=1) needs SM 9.0+ (device is SM 8.0)"], rs
+        rs = reasons(template, on, r, CPU_INTERP)
+        assert len(rs) == 1 and rs[0].startswith("hardware: programmatic dependent launch") and "interpreter" in rs[0]
+
+
+def test_split_k_reduction_modes_cover_the_space_without_duplicates():
+    """triton_gemv: one reduction mode without split-K, both (one launch / a reduce kernel) with it."""
+    r = regions()["o_proj"]
+    space = find_template("triton_gemv", r).space(r)
+    assert len({tuple(sorted(p.items())) for p in space}) == len(space)
+    assert {p["SPLIT_REDUCE"] for p in space if p["SPLIT_K"] == 1} == {"none"}
+    assert {p["SPLIT_REDUCE"] for p in space if p["SPLIT_K"] > 1} == {"last", "kernel"}

@@ -33,10 +33,13 @@ NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_qk_rotary_k
     # rotary + KV write + attention in one kernel (fp32: the interpreter truncates to bf16 where
     # GPUs round to nearest, and attention compounds that past the bf16 tolerance)
     ("float32", "1,3", "triton_rotary_flash_decode", ""),
+    # greedy token selection: the first (one-launch) and the last (two-launch) point of the space
+    ("bfloat16", "1,2", "triton_argmax", ""),
 ])
 def test_triton_templates_match_references_under_interpreter(dtype, batches, templates, regions):
+    per_template = "2" if templates == "triton_argmax" else "1"
     args = ["-m", "hercules.compile.selfcheck", "--lang", "triton", "--device", "cpu", "--dtype", dtype,
-            "--per-template", "1", "--batches", batches, "--templates", templates]
+            "--per-template", per_template, "--batches", batches, "--templates", templates]
     if regions:
         args += ["--regions", regions]
     p = _run(args)
@@ -59,6 +62,9 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
         rows = [r for r in out["results"] if r["template"] == templates]
         assert {r["params"]["HAS_NORM"] for r in rows} == {0, 1}  # Llama without, Qwen3 with the q/k norm
         assert {r["params"]["SPLITS"] > 1 for r in rows} == {False, True}  # direct output and split + combine
+    elif templates == "triton_argmax":
+        assert kinds == {("triton_argmax", "token_select")}
+        assert {r["params"]["ONE_LAUNCH"] for r in out["results"]} == {0, 1}
     elif templates == "triton_norm_gemv":
         assert kinds == {("triton_norm_gemv", "qkv_proj"), ("triton_norm_gemv", "gate_up_silu_mul")}
     else:
@@ -158,3 +164,25 @@ def test_decode_with_rotary_kv_write_and_attention_in_one_kernel_matches_hf_eage
         assert r["plan"]["kv_write"] == r["plan"]["decode_attention"] == r["plan"]["rotary"], r["plan"]
         assert r["impls"] == ["rotary+kv_write+attention"], r
         assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]
+
+
+def _gemv_id(split_reduce: str, split_k: int, block_k: int = 64) -> str:
+    """A triton_gemv candidate id (dot mode: the tests decode two rows)."""
+    return (f"triton_gemv[BLOCK_K={block_k},BLOCK_N=16,MODE=dot,PDL=0,SPLIT_K={split_k},"
+            f"SPLIT_REDUCE={split_reduce},num_warps=4]")
+
+
+def test_decode_with_argmax_and_one_launch_split_k_pinned_matches_hf_eager(tmp_path):
+    """triton_argmax on token selection and the one-launch split-K GEMV (the last split reduces)
+    on o_proj, down_proj and gate/up: HF's greedy tokens are reproduced and the cached plan
+    reloads the same candidates (their ticket counters made anew)."""
+    force = {"token_select": "triton_argmax", "o_proj": _gemv_id("last", 2), "down_proj": _gemv_id("last", 4),
+             "gate_up_silu_mul": _gemv_id("last", 2)}
+    res = _decode_with_fusions_pinned(force, tmp_path)
+    for name, r in res.items():
+        assert r["match"], (name, r)
+        assert r["plan"]["token_select"].startswith("triton_argmax["), r["plan"]
+        assert "ONE_LAUNCH=1" in r["plan"]["token_select"], r["plan"]
+        for kind in ("o_proj", "down_proj", "gate_up_silu_mul"):
+            assert r["plan"][kind] == force[kind], (kind, r["plan"])
+        assert r["cached"]["hit"] and r["cached"]["match"], r["cached"]

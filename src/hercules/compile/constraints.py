@@ -10,6 +10,11 @@ Three families, each reason prefixed with its family:
 * ``numerics``: accumulation must be fp32; no approximate intrinsics or TF32 products on an fp32
   model (its tolerance intends fp32 arithmetic).
 
+One rule reads a parameter by name: a point with ``PDL=1`` (programmatic dependent launch: the
+kernel may start before the previous one in its stream ends, and waits on the grid dependency
+itself) needs a CUDA device of SM 9.0+, and for Triton a ``tl.extra.cuda.gdc_wait`` to call; the
+CPU interpreter has no grid dependency control, so there the point is rejected (``hardware``).
+
 Requirements come from the template (``Template.requirements(params, region)``); this module only
 compares them with the region and the device.
 """
@@ -132,10 +137,38 @@ def check_requirements(req: Requirements, region: Region, device: DeviceInfo) ->
     return reasons
 
 
+PDL_MIN_SM = (9, 0)  # griddepcontrol (PTX) and the programmatic-serialisation launch attribute: Hopper+
+
+
+def _triton_has_gdc() -> bool:
+    try:
+        from triton.language.extra import cuda
+
+        return hasattr(cuda, "gdc_wait") and hasattr(cuda, "gdc_launch_dependents")
+    except Exception:
+        return False
+
+
+def check_launch(template: Template, params: dict, device: DeviceInfo) -> list[str]:
+    """Reasons a point's launch mode cannot run here (only PDL so far)."""
+    if not params.get("PDL"):
+        return []
+    if device.type != "cuda":
+        where = "the Triton CPU interpreter" if device.triton_interpreter else device.type
+        return [f"hardware: programmatic dependent launch (PDL=1) needs a CUDA device of SM "
+                f"{PDL_MIN_SM[0]}.{PDL_MIN_SM[1]}+; {where} has no grid dependency control"]
+    if device.sm is not None and tuple(device.sm) < PDL_MIN_SM:
+        return [f"hardware: programmatic dependent launch (PDL=1) needs SM {PDL_MIN_SM[0]}.{PDL_MIN_SM[1]}+ "
+                f"(device is SM {device.sm[0]}.{device.sm[1]})"]
+    if template.lang == "triton" and _triton_available() and not _triton_has_gdc():
+        return ["hardware: this triton has no tl.extra.cuda.gdc_wait / gdc_launch_dependents (PDL=1)"]
+    return []
+
+
 def check(template: Template, params: dict, region: Region, device: DeviceInfo) -> list[str]:
     """Reasons to reject this parameter point (empty list: it may be built)."""
     try:
         req = template.requirements(params, region)
     except Exception as e:  # a template that cannot state its needs is not built
         return [f"interface: requirements could not be computed: {type(e).__name__}: {e}"]
-    return check_requirements(req, region, device)
+    return check_requirements(req, region, device) + check_launch(template, params, device)

@@ -397,7 +397,41 @@ def rotary_kv_attention(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_c
 
 
 # ---------------------------------------------------------------------------------------------
+# one-launch reductions: the last program to finish a reduction combines the partials, found by an
+# atomic ticket (the data itself is summed in a fixed order: deterministic)
+
+
+class Tickets:
+    """Per-device int32 counters, zero between calls (the program that takes the last ticket resets
+    its own); allocated on first use, which must be outside CUDA-graph capture (a buffer allocated
+    during capture would belong to the graph's private pool)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self._by_device: dict[torch.device, torch.Tensor] = {}
+
+    def get(self, device: torch.device) -> torch.Tensor:
+        t = self._by_device.get(device)
+        if t is None:
+            if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError("ticket counters are allocated on the first call, which must not be captured")
+            t = self._by_device[device] = torch.zeros(self.n, dtype=torch.int32, device=device)
+        return t
+
+
+def _pdl_launch(pdl) -> dict:
+    return {"launch_pdl": True} if pdl else {}
+
+
+# ---------------------------------------------------------------------------------------------
 # matrix-vector / skinny GEMM (batch <= 16) with optional SwiGLU epilogue and split-K
+#
+# PDL (programmatic dependent launch, SM 9.0+): the kernel is launched with launch_pdl=True, so it
+# may start while the previous kernel in the stream is still running. It reads its first weight
+# tile before tl.extra.cuda.gdc_wait() (weights are never written while decoding, so that read
+# cannot race) and touches nothing else -- no activation read, no store -- before the wait, which
+# returns once every earlier kernel has completed and its writes are visible. After its last read
+# it calls gdc_launch_dependents(), letting the next PDL kernel start (that one waits likewise).
 
 
 @triton.jit
@@ -415,9 +449,34 @@ def _store_product(PTRS, acc, acc_u, mask, SWIGLU: tl.constexpr):
 
 
 @triton.jit
-def _gemv_kernel(X, W, OUT, WS, M, N, K, sxm, swn, som, I,
+def _weight_tile(W, cols, kk, swn, I, wmask, SWIGLU: tl.constexpr):
+    """The [BLOCK_N, BLOCK_K] weight tile of output columns ``cols`` (and, with SWIGLU, the matching
+    up rows cols + I) in the weight dtype; the product converts it."""
+    w = tl.load(W + cols[:, None] * swn + kk[None, :], mask=wmask, other=0.0)
+    wu = w
+    if SWIGLU:
+        wu = tl.load(W + (cols + I)[:, None] * swn + kk[None, :], mask=wmask, other=0.0)
+    return w, wu
+
+
+@triton.jit
+def _tile_product(acc, x, w, REDUCE: tl.constexpr, IEEE: tl.constexpr):
+    """acc + x [BM, BLOCK_K] @ w [BLOCK_N, BLOCK_K]^T in fp32."""
+    w = w.to(tl.float32)
+    if REDUCE:  # few rows: broadcast-multiply and reduce over K (no tensor cores)
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+    elif IEEE:
+        acc += tl.dot(x, tl.trans(w), input_precision="ieee")
+    else:
+        acc += tl.dot(x, tl.trans(w), input_precision="tf32")
+    return acc
+
+
+@triton.jit
+def _gemv_kernel(X, W, OUT, WS, TICKET, M, N, K, sxm, swn, som, I,
                  BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                 K_TILES: tl.constexpr, REDUCE: tl.constexpr, SWIGLU: tl.constexpr, IEEE: tl.constexpr):
+                 K_TILES: tl.constexpr, REDUCE: tl.constexpr, SWIGLU: tl.constexpr, IEEE: tl.constexpr,
+                 LAST_REDUCES: tl.constexpr, PDL: tl.constexpr):
     pid_n = tl.program_id(0)
     split = tl.program_id(1)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -427,56 +486,82 @@ def _gemv_kernel(X, W, OUT, WS, M, N, K, sxm, swn, som, I,
     rmask = rows < M
     acc = tl.zeros([BM, BLOCK_N], tl.float32)
     acc_u = tl.zeros([BM, BLOCK_N], tl.float32)
-    for t in range(K_TILES):
+    t0 = 0
+    if PDL:  # the first tile's weights before the wait, its x after (see the section comment)
+        kk = split * K_TILES * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < K
+        w, wu = _weight_tile(W, cols, kk, swn, I, cmask[:, None] & kmask[None, :], SWIGLU)
+        tl.extra.cuda.gdc_wait()
+        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=rmask[:, None] & kmask[None, :], other=0.0)
+        x = x.to(tl.float32)
+        acc = _tile_product(acc, x, w, REDUCE, IEEE)
+        if SWIGLU:
+            acc_u = _tile_product(acc_u, x, wu, REDUCE, IEEE)
+        t0 = 1
+    for t in range(t0, K_TILES):
         kk = (split * K_TILES + t) * BLOCK_K + tl.arange(0, BLOCK_K)
         kmask = kk < K
         x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=rmask[:, None] & kmask[None, :], other=0.0)
         x = x.to(tl.float32)
-        w = tl.load(W + cols[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :], other=0.0)
-        w = w.to(tl.float32)
-        if REDUCE:  # one row: broadcast-multiply and reduce over K (no tensor cores)
-            acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
-        elif IEEE:
-            acc += tl.dot(x, tl.trans(w), input_precision="ieee")
-        else:
-            acc += tl.dot(x, tl.trans(w), input_precision="tf32")
+        w, wu = _weight_tile(W, cols, kk, swn, I, cmask[:, None] & kmask[None, :], SWIGLU)
+        acc = _tile_product(acc, x, w, REDUCE, IEEE)
         if SWIGLU:
-            wu = tl.load(W + (cols + I)[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :], other=0.0)
-            wu = wu.to(tl.float32)
-            if REDUCE:
-                acc_u += tl.sum(x[:, None, :] * wu[None, :, :], axis=2)
-            elif IEEE:
-                acc_u += tl.dot(x, tl.trans(wu), input_precision="ieee")
-            else:
-                acc_u += tl.dot(x, tl.trans(wu), input_precision="tf32")
+            acc_u = _tile_product(acc_u, x, wu, REDUCE, IEEE)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     omask = rmask[:, None] & cmask[None, :]
     if SPLIT_K == 1:
         _store_product(OUT + rows[:, None] * som + cols[None, :], acc, acc_u, omask, SWIGLU)
     else:
-        # fp32 partials [SPLIT_K, (2,) M, nout]; the reduce kernel sums them in split order
+        # fp32 partials [SPLIT_K, (2,) M, nout], summed in split order (deterministic) by the
+        # reduce kernel, or with LAST_REDUCES by the last split of this column tile to finish
         base = WS + split * (2 if SWIGLU else 1) * M * nout
         tl.store(base + rows[:, None] * nout + cols[None, :], acc, mask=omask)
         if SWIGLU:
             tl.store(base + M * nout + rows[:, None] * nout + cols[None, :], acc_u, mask=omask)
+        if LAST_REDUCES:
+            # the barrier orders every thread's partial stores before the ticket's release; the
+            # acquire makes the other splits' partials visible to the program that takes the last
+            tl.debug_barrier()
+            ticket = tl.atomic_add(TICKET + pid_n, 1, sem="acq_rel", scope="gpu")
+            if ticket == SPLIT_K - 1:
+                _sum_partials(WS, OUT + rows[:, None] * som + cols[None, :], rows[:, None] * nout + cols[None, :],
+                              M * nout, omask, BM, BLOCK_N, SPLIT_K, SWIGLU)
+                tl.store(TICKET + pid_n, 0)  # ready for the next call (launches on a stream are ordered)
 
 
 @triton.jit
-def _gemv_reduce_kernel(WS, OUT, M, NOUT, som, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, SWIGLU: tl.constexpr):
+def _sum_partials(WS, OUT_PTRS, offs, plane, mask, R: tl.constexpr, C: tl.constexpr, SPLIT_K: tl.constexpr,
+                  SWIGLU: tl.constexpr):
+    """Sum the split partials at ``offs`` in split order and store the product: the same sums, in
+    the same order, whichever kernel does it. .cg loads: from L2, past any stale L1 line."""
+    stride = (2 if SWIGLU else 1) * plane
+    acc = tl.zeros([R, C], tl.float32)
+    acc_u = tl.zeros([R, C], tl.float32)
+    for s in range(SPLIT_K):
+        acc += tl.load(WS + s * stride + offs, mask=mask, other=0.0, cache_modifier=".cg")
+        if SWIGLU:
+            acc_u += tl.load(WS + s * stride + plane + offs, mask=mask, other=0.0, cache_modifier=".cg")
+    _store_product(OUT_PTRS, acc, acc_u, mask, SWIGLU)
+
+
+@triton.jit
+def _gemv_reduce_kernel(WS, OUT, M, NOUT, som, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, SWIGLU: tl.constexpr,
+                        PDL: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < NOUT
-    stride = (2 if SWIGLU else 1) * M * NOUT
-    acc = tl.zeros([BLOCK], tl.float32)
-    acc_u = tl.zeros([BLOCK], tl.float32)
-    for s in range(SPLIT_K):
-        acc += tl.load(WS + s * stride + row * NOUT + cols, mask=mask, other=0.0)
-        if SWIGLU:
-            acc_u += tl.load(WS + s * stride + M * NOUT + row * NOUT + cols, mask=mask, other=0.0)
-    _store_product(OUT + row * som + cols, acc, acc_u, mask, SWIGLU)
+    if PDL:  # the partials come from the previous kernel; the next may start once all have waited
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    _sum_partials(WS, OUT + row * som + cols[None, :], row * NOUT + cols[None, :], M * NOUT,
+                  (cols < NOUT)[None, :], 1, BLOCK, SPLIT_K, SWIGLU)
 
 
-def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int = 0):
-    """x [M, K] @ weight[N, K]^T -> [M, N]; with ``swiglu_i`` = I: silu(x Wg^T) * (x Wu^T) -> [M, I]."""
+def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int = 0, SPLIT_REDUCE: str = "kernel",
+         PDL: int = 0, tickets: Tickets | None = None):
+    """x [M, K] @ weight[N, K]^T -> [M, N]; with ``swiglu_i`` = I: silu(x Wg^T) * (x Wu^T) -> [M, I].
+    Split-K partials are reduced by a second kernel (SPLIT_REDUCE="kernel") or by the last split
+    of each column tile to finish ("last": one launch; ``tickets`` holds a counter per tile)."""
     M, K = x.shape
     N = weight.shape[0]
     nout = swiglu_i if swiglu_i else N
@@ -484,17 +569,23 @@ def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int
     out = torch.empty((M, nout), dtype=x.dtype, device=x.device)
     k_tiles = triton.cdiv(triton.cdiv(K, SPLIT_K), BLOCK_K)
     ws = out
+    last = SPLIT_K > 1 and SPLIT_REDUCE == "last"
+    col_tiles = triton.cdiv(nout, BLOCK_N)
+    ticket = tickets.get(x.device) if last else out
+    if last and ticket.numel() < col_tiles:
+        raise ValueError(f"{ticket.numel()} ticket counters for {col_tiles} column tiles")
     if SPLIT_K > 1:
         ws = torch.empty((SPLIT_K * (2 if swiglu_i else 1) * M * nout,), dtype=torch.float32, device=x.device)
-    grid = (triton.cdiv(nout, BLOCK_N), SPLIT_K)
-    _gemv_kernel[grid](x, weight, out, ws, M, N, K, x.stride(0), weight.stride(0), out.stride(0), swiglu_i,
-                       BM=bm, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SPLIT_K=SPLIT_K, K_TILES=k_tiles,
-                       REDUCE=MODE == "reduce", SWIGLU=bool(swiglu_i), IEEE=x.dtype == torch.float32,
-                       num_warps=num_warps)
-    if SPLIT_K > 1:
+    _gemv_kernel[(col_tiles, SPLIT_K)](x, weight, out, ws, ticket, M, N, K, x.stride(0), weight.stride(0),
+                                       out.stride(0), swiglu_i, BM=bm, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                                       SPLIT_K=SPLIT_K, K_TILES=k_tiles, REDUCE=MODE == "reduce",
+                                       SWIGLU=bool(swiglu_i), IEEE=x.dtype == torch.float32, LAST_REDUCES=last,
+                                       PDL=bool(PDL), num_warps=num_warps, **_pdl_launch(PDL))
+    if SPLIT_K > 1 and not last:
         blk = 1024
         _gemv_reduce_kernel[(M, triton.cdiv(nout, blk))](ws, out, M, nout, out.stride(0), SPLIT_K=SPLIT_K,
-                                                          BLOCK=blk, SWIGLU=bool(swiglu_i), num_warps=4)
+                                                          BLOCK=blk, SWIGLU=bool(swiglu_i), PDL=bool(PDL),
+                                                          num_warps=4, **_pdl_launch(PDL))
     return out
 
 
@@ -503,13 +594,31 @@ def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int
 
 
 @triton.jit
+def _normed_tile(X, R, NW, rows, kk, rmask, kmask, sxm, srm, rstd, dt: tl.constexpr):
+    """T(nw * T(h * rstd)) for h = T(residual + x) over columns ``kk``: the normalised rows as HF
+    rounds them, in fp32."""
+    m2 = rmask[:, None] & kmask[None, :]
+    x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
+    r = tl.load(R + rows[:, None] * srm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
+    h = (r + x).to(dt).to(tl.float32)
+    nw = tl.load(NW + kk, mask=kmask, other=0.0).to(tl.float32)
+    return (nw[None, :] * (h * rstd[:, None]).to(dt).to(tl.float32)).to(dt).to(tl.float32)
+
+
+@triton.jit
 def _norm_gemv_kernel(X, R, NW, W, OUT, HOUT, M, K, sxm, srm, som, shm, swn, eps, I,
                       BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_TILES: tl.constexpr,
-                      NOUT: tl.constexpr, SWIGLU: tl.constexpr):
+                      NOUT: tl.constexpr, SWIGLU: tl.constexpr, PDL: tl.constexpr):
     pid_n = tl.program_id(0)
     rows = tl.arange(0, BM)
     rmask = rows < M
     dt = OUT.dtype.element_ty
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    cmask = cols < NOUT
+    if PDL:  # the first weight tile before the wait (weights are never written while decoding)
+        kk0 = tl.arange(0, BLOCK_K)
+        w0, wu0 = _weight_tile(W, cols, kk0, swn, I, cmask[:, None] & (kk0 < K)[None, :], SWIGLU)
+        tl.extra.cuda.gdc_wait()
     # pass 1: h = residual + x (rounded to the model dtype, as HF adds) and its sum of squares; every
     # program reads the whole (small) rows, program 0 also writes h as the next residual
     ss = tl.zeros([BM], tl.float32)
@@ -524,29 +633,29 @@ def _norm_gemv_kernel(X, R, NW, W, OUT, HOUT, M, K, sxm, srm, som, shm, swn, eps
             tl.store(HOUT + rows[:, None] * shm + kk[None, :], h.to(dt), mask=m2)
     rstd = tl.rsqrt(ss / K + eps)
     # pass 2: the product over the normalised rows (weight * (h * rstd) rounded where HF rounds)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    cmask = cols < NOUT
     acc = tl.zeros([BM, BLOCK_N], tl.float32)
     acc_u = tl.zeros([BM, BLOCK_N], tl.float32)
-    for t in range(K_TILES):
+    t0 = 0
+    if PDL:
+        n = _normed_tile(X, R, NW, rows, kk0, rmask, kk0 < K, sxm, srm, rstd, dt)
+        acc = _tile_product(acc, n, w0, True, False)
+        if SWIGLU:
+            acc_u = _tile_product(acc_u, n, wu0, True, False)
+        t0 = 1
+    for t in range(t0, K_TILES):
         kk = t * BLOCK_K + tl.arange(0, BLOCK_K)
         kmask = kk < K
-        m2 = rmask[:, None] & kmask[None, :]
-        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
-        r = tl.load(R + rows[:, None] * srm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
-        h = (r + x).to(dt).to(tl.float32)
-        nw = tl.load(NW + kk, mask=kmask, other=0.0).to(tl.float32)
-        n = (nw[None, :] * (h * rstd[:, None]).to(dt).to(tl.float32)).to(dt).to(tl.float32)
-        w = tl.load(W + cols[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :], other=0.0)
-        acc += tl.sum(n[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        n = _normed_tile(X, R, NW, rows, kk, rmask, kmask, sxm, srm, rstd, dt)
+        w, wu = _weight_tile(W, cols, kk, swn, I, cmask[:, None] & kmask[None, :], SWIGLU)
+        acc = _tile_product(acc, n, w, True, False)
         if SWIGLU:
-            wu = tl.load(W + (cols + I)[:, None] * swn + kk[None, :], mask=cmask[:, None] & kmask[None, :],
-                         other=0.0)
-            acc_u += tl.sum(n[:, None, :] * wu.to(tl.float32)[None, :, :], axis=2)
+            acc_u = _tile_product(acc_u, n, wu, True, False)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     _store_product(OUT + rows[:, None] * som + cols[None, :], acc, acc_u, rmask[:, None] & cmask[None, :], SWIGLU)
 
 
-def norm_gemv(x, residual, norm_weight, eps, weight, *, BLOCK_N, BLOCK_K, num_warps, swiglu_i: int = 0):
+def norm_gemv(x, residual, norm_weight, eps, weight, *, BLOCK_N, BLOCK_K, num_warps, swiglu_i: int = 0, PDL: int = 0):
     """(rmsnorm(residual + x) @ weight^T, residual + x); with ``swiglu_i`` = I the product is
     silu(n Wg^T) * (n Wu^T) [M, I]. Batch rows M are few (decode): a broadcast-multiply reduction."""
     M, K = x.shape
@@ -558,6 +667,107 @@ def norm_gemv(x, residual, norm_weight, eps, weight, *, BLOCK_N, BLOCK_K, num_wa
     _norm_gemv_kernel[grid](x, residual, norm_weight, weight, out, h, M, K, x.stride(0), residual.stride(0),
                             out.stride(0), h.stride(0), weight.stride(0), eps, swiglu_i,
                             BM=triton.next_power_of_2(M), BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-                            K_TILES=triton.cdiv(K, BLOCK_K), NOUT=nout, SWIGLU=bool(swiglu_i),
-                            num_warps=num_warps)
+                            K_TILES=triton.cdiv(K, BLOCK_K), NOUT=nout, SWIGLU=bool(swiglu_i), PDL=bool(PDL),
+                            num_warps=num_warps, **_pdl_launch(PDL))
     return out, h
+
+
+# ---------------------------------------------------------------------------------------------
+# greedy token selection: argmax over [B, V] logits in two stages (many programs each reduce a
+# chunk to (value, first index); a tiny stage reduces the partials), with torch.argmax's
+# semantics: NaN is the maximum (its first occurrence wins), then the largest value, ties to the
+# lowest index. The values compare in fp32, exact for bf16 / fp16 logits.
+
+_NO_INDEX = tl.constexpr(2147483647)  # int32 max: the index of "no element" (a fully masked tile)
+
+
+@triton.jit
+def _argmax_combine(v, i, n, tv, ti, tn):
+    """The torch.argmax winner of two (value, index, is-NaN) candidates; either may come first."""
+    take = tl.where(tn != n, tn, tl.where(n, ti < i, (tv > v) | ((tv == v) & (ti < i))))
+    return tl.where(take, tv, v), tl.where(take, ti, i), tl.where(take, tn, n)
+
+
+@triton.jit
+def _argmax_tile(x, idx, valid):
+    """(value, index, is-NaN) of the torch.argmax winner among the valid elements of a 1-D tile;
+    index _NO_INDEX when none is valid. ``idx`` are the elements' indices (any order)."""
+    nan = (x != x) & valid
+    num = valid & (x == x)
+    xv = tl.where(num, x, float("-inf"))
+    m = tl.max(xv, axis=0)
+    any_nan = tl.max(nan.to(tl.int32), axis=0) > 0
+    i_nan = tl.min(tl.where(nan, idx, _NO_INDEX), axis=0)
+    i_max = tl.min(tl.where(num & (xv == m), idx, _NO_INDEX), axis=0)
+    return m, tl.where(any_nan, i_nan, i_max), any_nan
+
+
+@triton.jit
+def _argmax_partials_reduce(PV, PI, TOK, row, P, PB: tl.constexpr):
+    """Reduce row ``row``'s P partials (their own indices break ties) and write the token."""
+    p = tl.arange(0, PB)
+    pm = p < P
+    # .cg: read from L2, not an L1 line another program's earlier partial may still sit in
+    pv = tl.load(PV + row * P + p, mask=pm, other=0.0, cache_modifier=".cg")
+    pi = tl.load(PI + row * P + p, mask=pm, other=0, cache_modifier=".cg")
+    _, i, _ = _argmax_tile(pv, pi, pm)
+    tl.store(TOK + row, i.to(tl.int64))
+
+
+@triton.jit
+def _argmax_chunk_kernel(X, PV, PI, TOK, TICKET, V, sx, P,
+                         BLOCK: tl.constexpr, TILES: tl.constexpr, PB: tl.constexpr, ONE_LAUNCH: tl.constexpr,
+                         PDL: tl.constexpr):
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    if PDL:  # the logits come from the previous kernel
+        tl.extra.cuda.gdc_wait()
+    v = tl.full([], float("-inf"), tl.float32)
+    i = tl.full([], _NO_INDEX, tl.int32)
+    n = tl.full([], 0, tl.int1)
+    for t in range(TILES):  # tiles in index order
+        cols = (chunk * TILES + t) * BLOCK + tl.arange(0, BLOCK)
+        valid = cols < V
+        x = tl.load(X + row * sx + cols, mask=valid, other=0.0).to(tl.float32)
+        tv, ti, tn = _argmax_tile(x, cols, valid)
+        v, i, n = _argmax_combine(v, i, n, tv, ti, tn)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    tl.store(PV + row * P + chunk, tl.where(n, float("nan"), v))
+    tl.store(PI + row * P + chunk, i)
+    if ONE_LAUNCH:
+        # the last program of the row to finish reduces the partials (no second launch): the
+        # barrier orders every thread's partial stores before the release of the ticket increment
+        tl.debug_barrier()
+        ticket = tl.atomic_add(TICKET + row, 1, sem="acq_rel", scope="gpu")
+        if ticket == P - 1:
+            _argmax_partials_reduce(PV, PI, TOK, row, P, PB)
+            tl.store(TICKET + row, 0)  # ready for the next call (launches on a stream are ordered)
+
+
+@triton.jit
+def _argmax_final_kernel(PV, PI, TOK, P, PB: tl.constexpr, PDL: tl.constexpr):
+    if PDL:  # the partials come from the previous kernel; the next may start once all have waited
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    _argmax_partials_reduce(PV, PI, TOK, tl.program_id(0), P, PB)
+
+
+def argmax(logits, *, CHUNK, BLOCK, ONE_LAUNCH, PDL, num_warps, tickets: Tickets | None = None):
+    """torch.argmax(logits, dim=-1) for [B, V] logits (unit stride in V): int64 [B]."""
+    B, V = logits.shape
+    P = triton.cdiv(V, CHUNK)
+    pb = triton.next_power_of_2(P)
+    pv = torch.empty((B, P), dtype=torch.float32, device=logits.device)
+    pi = torch.empty((B, P), dtype=torch.int32, device=logits.device)
+    tok = torch.empty((B,), dtype=torch.int64, device=logits.device)
+    ticket = tickets.get(logits.device) if ONE_LAUNCH else pi
+    if ONE_LAUNCH and ticket.numel() < B:
+        raise ValueError(f"ticket counters for {ticket.numel()} rows, called with {B}")
+    extra = _pdl_launch(PDL)
+    _argmax_chunk_kernel[(B, P)](logits, pv, pi, tok, ticket, V, logits.stride(0), P, BLOCK=BLOCK,
+                                 TILES=CHUNK // BLOCK, PB=pb, ONE_LAUNCH=bool(ONE_LAUNCH), PDL=bool(PDL),
+                                 num_warps=num_warps, **extra)
+    if not ONE_LAUNCH:
+        _argmax_final_kernel[(B,)](pv, pi, tok, P, PB=pb, PDL=bool(PDL), num_warps=1 if pb <= 256 else 4, **extra)
+    return tok

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from .. import reference as ref
 from ..reference import split_qkv
 from ..regions import Region, dtype_from_name
 from .base import Candidate, Requirements, Template, grid, next_pow2
@@ -252,17 +253,24 @@ class TritonFlashDecode(Template):
 
 
 class TritonGemv(Template):
-    """Matrix-vector / skinny GEMM for batch <= 16 (weights read once, fp32 accumulation), split-K
-    over a workspace reduced in split order (deterministic), optional SwiGLU epilogue for the
-    gate/up region. Competes with cuBLAS; kept only where measured faster."""
+    """Matrix-vector / skinny GEMM for batch <= 16 (weights read once, fp32 accumulation), BLOCK_N
+    output rows per program, optional SwiGLU epilogue for the gate/up region. Split-K partials go
+    to an fp32 workspace and are summed in split order (deterministic, bit-identical either way) by
+    a second kernel (SPLIT_REDUCE=kernel) or by the last split of each column tile to finish
+    (SPLIT_REDUCE=last: one launch; an int ticket per tile, no atomics on the data). PDL=1 launches
+    it as a programmatic dependent (SM 9.0+, see triton_kernels). Competes with cuBLAS and the CUDA
+    GEMV; kept only where measured faster."""
 
     name = "triton_gemv"
     lang = "triton"
     kinds = _LINEAR_KINDS
 
     def space(self, region):
-        return grid(MODE=["reduce", "dot"], BLOCK_N=[16, 32, 64, 128], BLOCK_K=[64, 128, 256],
-                    SPLIT_K=[1, 2, 4, 8], num_warps=[2, 4, 8])
+        # SPLIT_REDUCE and PDL vary fastest, so the twins of an advised point are tried right after
+        # it: "last" (one launch) before "kernel" (a second, reduce launch); PDL on before off
+        pts = grid(MODE=["reduce", "dot"], BLOCK_N=[16, 32, 64, 128], BLOCK_K=[64, 128, 256],
+                   SPLIT_K=[1, 2, 4, 8], num_warps=[2, 4, 8], SPLIT_REDUCE=["last", "kernel", "none"], PDL=[1, 0])
+        return [p for p in pts if (p["SPLIT_K"] == 1) == (p["SPLIT_REDUCE"] == "none")]
 
     def requirements(self, p, region):
         K = region.attr("in_features")
@@ -278,6 +286,8 @@ class TritonGemv(Template):
             # pipelined K loop: fp32 with BLOCK_N 128 / BLOCK_K 256 asked for 294,912 B on the H200
             # (limit 232,448 B) and failed to launch, as this formula gives.
             smem = 2 * (bm * p["BLOCK_K"] + sw * p["BLOCK_N"] * p["BLOCK_K"]) * _es(region)
+        if p.get("PDL"):  # the first weight tile is held (in the weight dtype) across the wait
+            live += sw * p["BLOCK_N"] * p["BLOCK_K"] * _es(region) // 4
         return Requirements(
             backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
             regs_per_thread=live // (32 * nw) + 32, smem_bytes=smem,
@@ -288,8 +298,12 @@ class TritonGemv(Template):
 
     def materialise(self, p, region):
         k = _kernels()
+        # .get: plans cached before SPLIT_REDUCE / PDL existed name the two-launch, PDL-off kernel
         kw = dict(BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], SPLIT_K=p["SPLIT_K"], num_warps=p["num_warps"],
-                  MODE=p["MODE"])
+                  MODE=p["MODE"], SPLIT_REDUCE=p.get("SPLIT_REDUCE", "kernel"), PDL=p.get("PDL", 0))
+        if kw["SPLIT_K"] > 1 and kw["SPLIT_REDUCE"] == "last":
+            nout = region.attr("intermediate") if region.kind == "gate_up_silu_mul" else region.attr("out_features")
+            kw["tickets"] = k.Tickets(-(-nout // p["BLOCK_N"]))
         kind = region.kind
         if kind == "qkv_proj":
             def fn(x, weight, q_size, kv_size):
@@ -308,14 +322,15 @@ class TritonNormGemv(Template):
     """The residual add + RMSNorm folded into the projection after it (QKV, or gate/up with the
     SwiGLU epilogue): every program recomputes the row's RMS from the few-KB hidden rows and
     program 0 writes the new residual, so a layer launches two kernels fewer. Batch rows are few:
-    a broadcast-multiply reduction, no tensor cores."""
+    a broadcast-multiply reduction, no tensor cores. PDL=1: a programmatic dependent launch whose
+    first weight tile is read before the wait (SM 9.0+)."""
 
     name = "triton_norm_gemv"
     lang = "triton"
     kinds = ("qkv_proj", "gate_up_silu_mul")
 
     def space(self, region):
-        return grid(BLOCK_N=[8, 16, 32, 64], BLOCK_K=[64, 128, 256], num_warps=[2, 4, 8])
+        return grid(BLOCK_N=[8, 16, 32, 64], BLOCK_K=[64, 128, 256], num_warps=[2, 4, 8], PDL=[1, 0])
 
     def fuses(self, p, region):
         return ("residual_rmsnorm",)
@@ -324,6 +339,8 @@ class TritonNormGemv(Template):
         sw = 2 if region.kind == "gate_up_silu_mul" else 1
         bm = next_pow2(region.batch)
         live = sw * bm * p["BLOCK_N"] * p["BLOCK_K"] + 3 * bm * p["BLOCK_K"] + sw * bm * p["BLOCK_N"]
+        if p.get("PDL"):  # the first weight tile is held across the wait and the norm's first pass
+            live += sw * p["BLOCK_N"] * p["BLOCK_K"] * _es(region) // 4
         return Requirements(
             backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
             regs_per_thread=live // (32 * p["num_warps"]) + 32, max_batch=8,
@@ -332,7 +349,7 @@ class TritonNormGemv(Template):
 
     def materialise(self, p, region):
         k = _kernels()
-        kw = dict(BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], num_warps=p["num_warps"])
+        kw = dict(BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], num_warps=p["num_warps"], PDL=p.get("PDL", 0))
         if region.kind == "qkv_proj":
             def fn(x, residual, norm_weight, eps, weight, q_size, kv_size):
                 qkv, h = k.norm_gemv(x, residual, norm_weight, eps, weight, **kw)
@@ -343,9 +360,52 @@ class TritonNormGemv(Template):
         return Candidate(self.spec(p, region), fn)
 
 
+class TritonArgmax(Template):
+    """Greedy token selection as a two-stage argmax: (B, V / CHUNK) programs each reduce CHUNK
+    logits (BLOCK at a time) to (value, first index); the partials are reduced by a one-program-
+    per-row second kernel, or (ONE_LAUNCH=1) by the last chunk program of the row to finish (an int
+    ticket; no second launch). Exactly torch.argmax: NaN wins (its first occurrence), ties go to
+    the lowest index. Sampling is not a kernel here: it runs reference.token_select itself, so it
+    draws exactly what the fallback draws."""
+
+    name = "triton_argmax"
+    lang = "triton"
+    kinds = ("token_select",)
+
+    def space(self, region):
+        # the toggles vary fastest: the first points ablate ONE_LAUNCH and PDL at V / 1024 programs
+        # (about one wave on 132 SMs at a 128k vocabulary)
+        pts = grid(CHUNK=[1024, 512, 2048, 4096, 8192], BLOCK=[1024, 512, 2048, 4096], num_warps=[4, 8],
+                   ONE_LAUNCH=[1, 0], PDL=[1, 0])
+        return [p for p in pts if p["BLOCK"] <= p["CHUNK"]]
+
+    def requirements(self, p, region):
+        nw = p["num_warps"]
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
+            regs_per_thread=6 * max(1, p["BLOCK"] // (32 * nw)) + 32,
+            power_of_two=(("CHUNK", p["CHUNK"]), ("BLOCK", p["BLOCK"])),
+            at_most=(("vocabulary (int32 indices)", region.attr("vocab"), 2**31 - 1),),
+            last_dim_contiguous=("logits",),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        kw = dict(CHUNK=p["CHUNK"], BLOCK=p["BLOCK"], ONE_LAUNCH=p["ONE_LAUNCH"], PDL=p["PDL"],
+                  num_warps=p["num_warps"])
+        tickets = k.Tickets(region.batch) if p["ONE_LAUNCH"] else None
+
+        def token_select(logits, sampling, noise=None):
+            if sampling.do_sample:
+                return ref.token_select(logits, sampling, noise)
+            return k.argmax(logits, tickets=tickets, **kw)
+
+        return Candidate(self.spec(p, region), token_select)
+
+
 TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonQKRotaryKV(),
                                     TritonRotaryFlashDecode(), TritonKVWrite(), TritonFlashDecode(), TritonGemv(),
-                                    TritonNormGemv()]
+                                    TritonNormGemv(), TritonArgmax()]
 
 
 def describe_space(t: Template, region: Region) -> dict[str, Any]:
