@@ -104,7 +104,8 @@ def test_argmax_at_llama_and_qwen_vocab_sizes_under_interpreter():
             y[0, V - 1] = 9.0  # the very last element
             for one in (1, 0):
                 t = k.Tickets(1)
-                got = [k.argmax(v, CHUNK=1024, BLOCK=1024, ONE_LAUNCH=one, PDL=0, num_warps=4, tickets=t) for v in (x, y)]
+                kw = dict(CHUNK=1024, BLOCK=1024, ONE_LAUNCH=one, PDL=0, num_warps=4, tickets=t)
+                got = [k.argmax(v, **kw) for v in (x, y)]
                 res[f"{V}/{one}"] = dict(got=[int(v) for v in got], expect=[int(torch.argmax(v)) for v in (x, y)],
                                        tickets=int(t.get(x.device).abs().sum()))
         from hercules.compile.regions import ModelSpec, derive_regions

@@ -615,6 +615,122 @@ std::vector<at::Tensor> ${FN}_${ID}(at::Tensor x, at::Tensor r, at::Tensor nw, d
 }
 """)
 
+# ---------------------------------------------------------------------------------------------
+# the GEMV kernels with split-K inside a block and / or a programmatic dependent launch
+#
+# KSPLIT > 1: the block's warps form row groups of KSPLIT warps; each warp of a group streams one
+# K slice of the group's ROWS rows, and the group's first warp sums the slices' warp sums from
+# shared memory in slice order (deterministic; no atomics, no second launch): more loads in flight
+# for short, wide matrices such as o_proj and down_proj at batch 1.
+# PDL: launched with cudaLaunchKernelEx and the programmatic-serialisation attribute (SM 9.0+), the
+# kernel may start while the previous kernel in the stream runs; it prefetches its first weight
+# chunks into L2 (weights are never written while decoding), then griddepcontrol.wait -- nothing
+# else touches global memory before it -- and signals its dependents after the K loop.
+# The points with KSPLIT 1 and PDL 0 render the sources above unchanged (cached modules load).
+
+LAUNCH_HELPER = r"""
+#ifndef HERCULES_K_LAUNCH
+#define HERCULES_K_LAUNCH
+namespace hercules_k {
+template <typename... P, typename... A>
+void launch(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t stream, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...));
+}
+}  // namespace hercules_k
+#endif
+"""
+
+# the warp's K slice, and its row group's first output row
+SPLIT_SETUP = r"""
+  constexpr int KSPLIT = ${KSPLIT};
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int ks = warp % KSPLIT;  // K % (KSPLIT * VEC) == 0: slices start on a vector
+  const int k_lo = ks * (K / KSPLIT);
+  const int k_hi = k_lo + K / KSPLIT;
+  const int n0 = (static_cast<int>(blockIdx.x) * (${WARPS} / KSPLIT) + warp / KSPLIT) * ROWS;
+  const int lane = threadIdx.x & 31;
+${PDL_WAIT}"""
+
+PDL_WAIT = r"""  if (n0 < OUT) {
+#pragma unroll
+    for (int q = 0; q < NW; ++q) {
+      const int out_row = n0 + (q % ROWS);
+      const int64_t wrow = q < ROWS ? out_row : out_row + I;
+      if (out_row < OUT && k_lo + lane * VEC < k_hi)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + wrow * K + k_lo + lane * VEC));
+    }
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+"""
+
+PDL_TRIGGER = r"""  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+"""
+
+# replaces the single-warp tail "if (lane != 0) return;" of WARP_GEMV
+SPLIT_TAIL = r"""${PDL_TRIGGER}  if constexpr (KSPLIT > 1) {
+    __shared__ float red[${WARPS}][NW][MB];
+    if (lane == 0) {
+#pragma unroll
+      for (int q = 0; q < NW; ++q)
+#pragma unroll
+        for (int b = 0; b < MB; ++b) red[warp][q][b] = acc[q][b];
+    }
+    __syncthreads();  // every warp gets here: whole blocks of rows (OUT % rows per block == 0)
+    if (lane != 0 || ks != 0) return;
+#pragma unroll
+    for (int q = 0; q < NW; ++q)
+#pragma unroll
+      for (int b = 0; b < MB; ++b) {
+        float t = 0.f;
+#pragma unroll
+        for (int j = 0; j < KSPLIT; ++j) t += red[warp + j][q][b];
+        acc[q][b] = t;
+      }
+  } else {
+    if (lane != 0) return;
+  }
+"""
+
+
+def _edit(src: str, edits: list[tuple[str, str]]) -> str:
+    """``src`` with each ``old`` (which must occur exactly once) replaced by ``new``."""
+    for old, new in edits:
+        if src.count(old) != 1:
+            raise AssertionError(f"source edit matches {src.count(old)} times: {old[:70]!r}")
+        src = src.replace(old, new)
+    return src
+
+
+_WARP_EDITS = [("for (int k = lane * VEC; k < K; k += 32 * VEC) {",
+                "for (int k = k_lo + lane * VEC; k < k_hi; k += 32 * VEC) {"),
+               ("  if (lane != 0) return;\n", SPLIT_TAIL)]
+_HOST_EDITS = [("constexpr int per_block = ${WARPS} * ${ROWS};",
+                "constexpr int per_block = ${WARPS} / ${KSPLIT} * ${ROWS};"),
+               ("hercules_k::${FN}_k_${ID}<<<blocks, ${WARPS} * 32, 0, stream>>>(",
+                "hercules_k::launch(${PDL}, hercules_k::${FN}_k_${ID}, dim3(blocks), dim3(${WARPS} * 32), stream,")]
+
+GEMV_GENERAL = S(LAUNCH_HELPER + _edit(GEMV.template, _WARP_EDITS + _HOST_EDITS + [
+    ("""  const int lane = threadIdx.x & 31;
+  const int n0 = (static_cast<int>(blockIdx.x) * ${WARPS} + static_cast<int>(threadIdx.x >> 5)) * ROWS;
+""", SPLIT_SETUP)]))
+
+NORM_GEMV_GENERAL = S(LAUNCH_HELPER + _edit(NORM_GEMV.template, _WARP_EDITS + _HOST_EDITS + [
+    ("  const int tid = static_cast<int>(threadIdx.x);\n",
+     "  const int tid = static_cast<int>(threadIdx.x);\n" + SPLIT_SETUP),
+    ("""  const int lane = tid & 31;
+  const int n0 = (static_cast<int>(blockIdx.x) * ${WARPS} + (tid >> 5)) * ROWS;
+""", "")]))
+
 DECLS = {
     "add_rmsnorm": "std::vector<at::Tensor> add_rmsnorm_${ID}(at::Tensor x, at::Tensor r, at::Tensor w, double eps);",
     "silu_mul": "at::Tensor silu_mul_${ID}(at::Tensor gu);",
@@ -645,13 +761,17 @@ class CudaTemplate(Template):
     def subst(self, params: dict[str, Any], region: Region) -> dict[str, Any]:
         raise NotImplementedError
 
+    def source_for(self, params: dict[str, Any]) -> S:
+        return self.source
+
     def render(self, params: dict[str, Any], region: Region) -> tuple[str, str, str]:
         """(kernel source, declaration, function name) of one parameter point."""
         ctype, st = cuda_build.cuda_type(dtype_from_name(region.dtype))
         sub = dict(self.subst(params, region), T=ctype, ST=st)
         key = repr(sorted(sub.items()))
         sub["ID"] = hashlib.sha1(key.encode()).hexdigest()[:12]
-        return self.source.substitute(sub), S(DECLS[self.entry]).substitute(ID=sub["ID"]), f"{self.entry}_{sub['ID']}"
+        return (self.source_for(params).substitute(sub), S(DECLS[self.entry]).substitute(ID=sub["ID"]),
+                f"{self.entry}_{sub['ID']}")
 
     def wrap(self, fn, params: dict[str, Any], region: Region):
         raise NotImplementedError
@@ -833,34 +953,63 @@ class CudaAttention(CudaTemplate):
 
 class CudaGemv(CudaTemplate):
     """Batch-1..8 matrix-vector products over the decoder's linear layers (cuBLAS's competitor:
-    kept only where measured faster). Weights streamed once with 16-byte loads."""
+    kept only where measured faster). Weights streamed once with 16-byte loads. KSPLIT > 1: each
+    output row's K split over KSPLIT warps of a block, summed in shared memory in slice order; PDL:
+    a programmatic dependent launch (see GEMV_GENERAL)."""
 
     name = "cuda_gemv"
     kinds = ("qkv_proj", "o_proj", "down_proj", "lm_head")
     source = GEMV
+    general_source = GEMV_GENERAL
     entry = "gemv"
     swiglu = False
 
     def space(self, region):
-        return grid(WARPS=[4, 8], ROWS=[1, 2, 4], UNROLL=[2, 4])
+        # KSPLIT and PDL vary fastest: an advised point's split-K / PDL twins are tried right after it
+        return grid(WARPS=[4, 8], ROWS=[1, 2, 4], UNROLL=[2, 4], KSPLIT=[1, 2, 4], PDL=[1, 0])
+
+    @staticmethod
+    def _general(p) -> bool:
+        # .get: plans cached before KSPLIT / PDL existed name the plain kernel
+        return p.get("KSPLIT", 1) > 1 or bool(p.get("PDL", 0))
+
+    def source_for(self, p):
+        return self.general_source if self._general(p) else self.source
+
+    def _out(self, region) -> int:
+        return region.attr("intermediate") if self.swiglu else region.attr("out_features")
 
     def subst(self, p, region):
         inter = region.attr("intermediate") if self.swiglu else 0
         n = region.attr("out_features")
-        return dict(FN=self.entry, WARPS=p["WARPS"], ROWS=p["ROWS"], UNROLL=p["UNROLL"], VEC=16 // _es(region),
-                    K=region.attr("in_features"), N=n, OUT=inter if self.swiglu else n, I=inter,
-                    MB=region.batch, SWIGLU="true" if self.swiglu else "false")
+        sub = dict(FN=self.entry, WARPS=p["WARPS"], ROWS=p["ROWS"], UNROLL=p["UNROLL"], VEC=16 // _es(region),
+                   K=region.attr("in_features"), N=n, OUT=inter if self.swiglu else n, I=inter,
+                   MB=region.batch, SWIGLU="true" if self.swiglu else "false")
+        if self._general(p):  # only then: the plain points keep their source and names byte for byte
+            pdl = bool(p.get("PDL", 0))
+            sub.update(KSPLIT=p.get("KSPLIT", 1), PDL="true" if pdl else "false",
+                       PDL_WAIT=PDL_WAIT if pdl else "", PDL_TRIGGER=PDL_TRIGGER if pdl else "")
+        return sub
 
     def requirements(self, p, region):
         vec = 16 // _es(region)
         rows = (2 if self.swiglu else 1) * p["ROWS"]
+        k, ksplit = region.attr("in_features"), p.get("KSPLIT", 1)
+        divisible = [("in_features % (16 bytes / element size)", k, vec)]
+        smem = 0
+        if ksplit > 1:
+            smem = p["WARPS"] * rows * region.batch * 4  # the warps' sums, reduced in shared memory
+            divisible += [("WARPS % KSPLIT", p["WARPS"], ksplit),
+                          ("in_features % (KSPLIT * vector width)", k, ksplit * vec),
+                          ("output rows % rows per block (whole blocks reach the barrier)", self._out(region),
+                           max(1, p["WARPS"] // ksplit) * p["ROWS"])]
         return Requirements(
             backend="cuda", min_sm=(8, 0) if region.dtype == "bfloat16" else (7, 0),
-            threads_per_block=32 * p["WARPS"], max_batch=8,
+            threads_per_block=32 * p["WARPS"], max_batch=8, smem_bytes=smem,
             # accumulators + the x values + loads in flight; ptxas -v for sm_90 (bf16, K 6144) gave
             # 32-94 registers at batch 1 and 70-196 at batch 8, 10-50% under this estimate
             regs_per_thread=rows * region.batch + region.batch * vec + 2 * rows * p["UNROLL"] + 30,
-            divisible=(("in_features % (16 bytes / element size)", region.attr("in_features"), vec),),
+            divisible=tuple(divisible), at_most=(("static shared memory (bytes)", smem, 48 * 1024),),
             contiguous=("weight",), last_dim_contiguous=("x",),
         )
 
@@ -900,6 +1049,7 @@ class CudaNormGemv(CudaGemv):
     name = "cuda_norm_gemv"
     kinds = ("qkv_proj",)
     source = NORM_GEMV
+    general_source = NORM_GEMV_GENERAL
     entry = "norm_gemv"
 
     def fuses(self, p, region):
@@ -907,7 +1057,7 @@ class CudaNormGemv(CudaGemv):
 
     def requirements(self, p, region):
         req = super().requirements(p, region)
-        smem = region.batch * region.attr("in_features") * _es(region) + 32 * 4
+        smem = req.smem_bytes + region.batch * region.attr("in_features") * _es(region) + 32 * 4
         return replace(req, smem_bytes=smem, at_most=(("static shared memory (bytes)", smem, 48 * 1024),))
 
     def wrap(self, fn, p, region):

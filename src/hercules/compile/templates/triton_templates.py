@@ -286,8 +286,6 @@ class TritonGemv(Template):
             # pipelined K loop: fp32 with BLOCK_N 128 / BLOCK_K 256 asked for 294,912 B on the H200
             # (limit 232,448 B) and failed to launch, as this formula gives.
             smem = 2 * (bm * p["BLOCK_K"] + sw * p["BLOCK_N"] * p["BLOCK_K"]) * _es(region)
-        if p.get("PDL"):  # the first weight tile is held (in the weight dtype) across the wait
-            live += sw * p["BLOCK_N"] * p["BLOCK_K"] * _es(region) // 4
         return Requirements(
             backend="triton", min_sm=_min_sm(region), threads_per_block=32 * nw,
             regs_per_thread=live // (32 * nw) + 32, smem_bytes=smem,

@@ -1,0 +1,82 @@
+"""The CUDA GEMV family's split-K-in-a-block (KSPLIT) and programmatic-dependent-launch (PDL)
+points, without a GPU: they compile for sm_90 with nvcc, and the points without either keep the
+source (and names) the templates rendered before these parameters existed."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from hercules.compile.constraints import DeviceInfo, check
+from hercules.compile.regions import ModelSpec, derive_regions
+from hercules.compile.templates import cuda_build
+from hercules.compile.templates.cuda_templates import CUDA_TEMPLATES
+
+H200 = DeviceInfo(type="cuda", name="NVIDIA H200 (stand-in)", sm=(9, 0), smem_per_block_optin=227 * 1024,
+                  sm_count=132)
+LLAMA_1B = ModelSpec("llama", 2048, 8192, 16, 32, 8, 64, 128256, 1e-5, True, "bfloat16", False)
+TINY_FP32 = ModelSpec("qwen3", 256, 384, 2, 4, 2, 64, 300, 1e-6, True, "float32", True)
+GEMVS = [t for t in CUDA_TEMPLATES if "gemv" in t.name]
+
+
+def _points(batch_specs=((LLAMA_1B, 1), (TINY_FP32, 3))):
+    """(template, region, point) for every feasible (KSPLIT, PDL) pair of every GEMV template."""
+    out = []
+    for spec, batch in batch_specs:
+        for r in derive_regions(spec, batch=batch).values():
+            for t in GEMVS:
+                if not t.applies(r):
+                    continue
+                feasible = [p for p in t.space(r) if not check(t, p, r, H200)]
+                for pair in {(p["KSPLIT"], p["PDL"]) for p in feasible}:
+                    out.append((t, r, next(p for p in feasible if (p["KSPLIT"], p["PDL"]) == pair)))
+    return out
+
+
+def test_plain_points_render_the_source_cached_plans_name():
+    """KSPLIT 1 / PDL 0 renders exactly what a plan cached before these parameters renders from its
+    params (no KSPLIT, no PDL): same source, same function name, so its module loads from cache."""
+    for t, r, p in _points():
+        if p["KSPLIT"] == 1 and p["PDL"] == 0:
+            old = {k: v for k, v in p.items() if k not in ("KSPLIT", "PDL")}
+            assert t.render(p, r) == t.render(old, r), (t.name, r.kind)
+            assert "griddepcontrol" not in t.render(p, r)[0] and "KSPLIT" not in t.render(p, r)[0]
+        else:
+            src = t.render(p, r)[0]
+            assert ("griddepcontrol.wait" in src) == bool(p["PDL"]), (t.name, p)
+            assert f"constexpr int KSPLIT = {p['KSPLIT']};" in src, (t.name, p)
+
+
+def test_split_k_points_need_whole_blocks_and_aligned_slices():
+    spec = ModelSpec("llama", 2048, 8192, 16, 32, 8, 64, 128256, 1e-5, True, "bfloat16", False)
+    r = derive_regions(spec, batch=1)["o_proj"]
+    t = next(t for t in GEMVS if t.name == "cuda_gemv")
+    ok = dict(WARPS=8, ROWS=2, UNROLL=2, KSPLIT=4, PDL=0)
+    assert check(t, ok, r, H200) == []
+    # K = 2040 is a multiple of the 8-element (16-byte) vector, not of 4 slices of vectors
+    odd_k = derive_regions(ModelSpec("llama", 2040, 8192, 16, 30, 6, 68, 128256, 1e-5, True, "bfloat16", False),
+                           batch=1)["o_proj"]
+    rs = check(t, ok, odd_k, H200)
+    assert any("in_features % (KSPLIT * vector width)" in x for x in rs), rs
+    # 302 vocabulary rows do not fill blocks of 8 / 4 * 2 = 4 rows (a block's warps would not all
+    # reach the reduction's barrier); without split-K the last block just stops early
+    few = derive_regions(ModelSpec("llama", 256, 384, 2, 4, 2, 64, 302, 1e-6, False, "bfloat16", False),
+                         batch=1)["lm_head"]
+    rs = check(t, ok, few, H200)
+    assert any("whole blocks" in x for x in rs), rs
+    assert not any("whole blocks" in x for x in check(t, dict(ok, KSPLIT=1), few, H200))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_split_k_and_pdl_gemv_sources_compile_for_sm90():
+    """Every (KSPLIT, PDL) pair of every CUDA GEMV template at Llama-3.2-1B shapes (bf16, batch 1)
+    and a tiny fp32 shape (batch 3), every region it applies to, in one translation unit built for
+    sm_90 (griddepcontrol needs it): catches C++/PTX errors without a GPU (no run)."""
+    pts = _points()
+    assert {(p["KSPLIT"], p["PDL"]) for _, _, p in pts} == {(k, d) for k in (1, 2, 4) for d in (0, 1)}
+    assert {t.name for t, _, _ in pts} == {t.name for t in GEMVS}
+    bodies = [t.render(p, r)[0] for t, r, p in pts]
+    ok, log = cuda_build.syntax_check("\n".join(dict.fromkeys(bodies)))
+    assert ok, log[-4000:]
