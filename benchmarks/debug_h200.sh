@@ -5,6 +5,13 @@
 # at p=0.7) under $OUT. The whole corpus takes more than one 10-minute call, so each call does what
 # fits and hands back what it finished; the next call takes that back and goes on from there.
 #
+# Where the GPU time goes: the reproduction stage comes first (every instance's broken file and
+# reference, each built and tested once; cached). The null fixer submits the broken file and
+# replay the reference, so their attempts take the reproduction's recorded runs (same file,
+# instance, toolchain, device, options and attempt code: `reused_from: reproduction` in every
+# round), and so does the gate's timing of each native reference; only the degenerate fixer's
+# attempts are new GPU work. DEBUG_ARGS=--no-reuse runs them all, as before.
+#
 #   OUT=/path/to/out [CARRY=dir] bash benchmarks/debug_h200.sh [CORPUS_DIR]
 #
 # What comes back under $OUT (7 files, none deeper than $OUT/file):
@@ -27,14 +34,16 @@
 # same toolchain and device (nvcc, g++, CUDA folder, GPU name, driver version, sm): a machine with
 # another driver (the H200s here run 580.159.03 under gVisor, 580.159.04 under Firecracker, which
 # differ in what compute-sanitizer can do) reproduces again; "carried: ... reusable here" says how
-# many fit. Finished attempts are reused whatever the machine.
+# many fit. Finished attempts are reused whatever the machine; an attempt takes a carried
+# reproduction's run only under the same conditions (run.log's "reuse:" lines say which not, why).
 #
 # The corpus: the argument, else the vendored corpora/cudabeaver, else shared/ in or beside the repo.
 # Env: CARRY (folder with the last call's run_slim.tgz and repro_cache.tgz), or each on its own:
 #   REPRO_CACHE=path/repro_cache.tgz, RUN_SLIM=path/run_slim.tgz; RUN_DIR, HERCULES_CACHE_DIR (default
 #   under WORK); CALL_S (600: the call's limit; the run is stopped by SIGINT RESERVE_S=60 s before it,
 #   leaving room for the tables and the packing), DEBUG_TIME_S (the run's own limit, instead);
-#   FIXERS (default "replay null degenerate"), DEBUG_ARGS (e.g. "--family kernelbench"), JOBS (16),
+#   FIXERS (default "degenerate null replay": the new GPU work of each task first, then the two that
+#   take the reproduction's runs), DEBUG_ARGS (e.g. "--family kernelbench", "--no-reuse"), JOBS (16),
 #   DEVICE (cuda; cpu for a local check without a GPU), BUILD_TIMEOUT_S (240), TEST_TIMEOUT_S (60;
 #   KernelBench problems with multi-GB inputs need minutes).
 set -u
@@ -78,7 +87,7 @@ command -v nvcc >&2 || ls /usr/local/cuda/bin/nvcc >&2 || echo "nvcc not on PATH
 GUARD=${DEBUG_TIME_S:-$(( ${CALL_S:-600} - ${RESERVE_S:-60} - (SECONDS - START) ))}
 echo "time guard: ${GUARD} s" >&2
 timeout --preserve-status --signal=INT --kill-after=15 "$GUARD" "$PY" -m hercules.debug.cli run \
-  --corpus "$CORPUS" $(for f in ${FIXERS:-replay null degenerate}; do echo --fixer "$f"; done) ${DEBUG_ARGS:-} \
+  --corpus "$CORPUS" $(for f in ${FIXERS:-degenerate null replay}; do echo --fixer "$f"; done) ${DEBUG_ARGS:-} \
   --protocol "n=1,iter=1,fb=log,p=0.7" --device "${DEVICE:-cuda}" --jobs "${JOBS:-16}" \
   --build-timeout "${BUILD_TIMEOUT_S:-240}" --test-timeout "${TEST_TIMEOUT_S:-60}" --budget 0.1 --out "$RUN_DIR" --json \
   > "$OUT/summary.json" 2> "$OUT/run.log"

@@ -14,7 +14,10 @@ summary whose ``progress`` says what is done and what is left, and exits with st
 
 ``run`` first reproduces every instance (``reproduce``: the broken file and the reference through
 the instance's own commands, cached per instance and toolchain) and scores pass@k over the
-reproduced instances only; ``--all`` scores every instance.
+reproduced instances only; ``--all`` scores every instance. An attempt of exactly what the
+reproduction ran (``null``: the broken file, ``replay``: the reference) under the same conditions
+takes the reproduction's recorded outcome (``reuse``; the row says ``reused_from``); ``--no-reuse``
+runs every attempt.
 """
 
 from __future__ import annotations
@@ -218,9 +221,13 @@ def validate_command(corpus_dir, family, category, difficulty, task, limit, devi
 @click.option("--api-key", default=None, help="http fixer: API key (or HERCULES_LLM_API_KEY)")
 @click.option("--all", "score_all", is_flag=True,
               help="score pass@k over every instance (default: only the instances reproduced here)")
+@click.option("--no-reuse", "no_reuse", is_flag=True,
+              help="run every attempt, even one that is exactly a run the reproduction made (same file, "
+                   "instance, toolchain, device and options), whose outcome is otherwise taken")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (summary) on stdout")
 def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_names, protocol_specs, ks, device,
-                run_dir, jobs, build_timeout, test_timeout, budget, base_url, model, api_key, score_all, as_json):
+                run_dir, jobs, build_timeout, test_timeout, budget, base_url, model, api_key, score_all, no_reuse,
+                as_json):
     """Run fixers over the corpus under one or more protocols; write RUN/summary.json and reports."""
     from hercules.debug.protocol import Protocol
     from hercules.debug.report import summarise
@@ -245,16 +252,16 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
     write_json_atomic(run_dir / "run.json", {
         "corpus": str(load.root), "fixers": list(fixers), "protocols": [p.describe() for p in protocols],
         "device": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}",
-        "tasks": [i.task_id for i in instances], "scored": "all" if score_all else "reproduced"})
-    bench = Benchmark(store, tc, opts, fixers, protocols, jobs)
+        "tasks": [i.task_id for i in instances], "scored": "all" if score_all else "reproduced",
+        "reuse": not no_reuse})
+    bench = Benchmark(store, tc, opts, fixers, protocols, jobs, reuse=not no_reuse)
     total = len(fixers) * sum(p.attempts for p in protocols) * len(instances)
     # SIGINT/SIGTERM (a time guard's ``timeout --signal=INT``) stops the run within seconds: the
     # builds and tests in flight are killed and dropped, everything finished is already kept (the
     # reproduction cache, the rounds' result.json files), and a partial summary is written.
     with stop_on_signals() as stop:
-        # Reproduction first (cached): its deterministic outcomes (build failures, untestable
-        # builds) are the outcomes of the same code in this run, so a fixer that returns the broken
-        # file or the reference does not build it again.
+        # Reproduction first (cached): its runs of the broken file and the reference are the runs
+        # of a fixer that returns either of them under the same conditions (``reuse``).
         reproductions = _reproductions(instances, tc, opts, jobs, bench.gpu_lock)
         write_json_atomic(run_dir / "reproduction.json", validation_summary(load, reproductions, tc))
         trajectories = [] if stop.is_set() else _score(bench, instances, reproductions, total)
@@ -267,6 +274,7 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
             summary = summarise(trajectories, load.root.name, ks, reproductions, score_all)
             summary["run_dir"] = str(run_dir)
             summary["device"] = {"requested": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}"}
+        summary["reuse"] |= {"enabled": not no_reuse, "refused": bench.refused}
         finished = summary["partial"]["finished_trajectories"] if interrupted else len(trajectories)
         summary["progress"] = _progress(instances, tc, opts, total, finished, interrupted)
         write_reports(run_dir, summary)
@@ -292,9 +300,13 @@ def _score(bench, instances, reproductions, total):
         TimeElapsedColumn,
     )
 
-    from hercules.debug.reproduce import reusable_outcomes
-
-    bench.reuse_outcomes(reusable_outcomes(reproductions))
+    bench.refused = bench.use_reproductions(instances, reproductions)
+    if bench.reuse:
+        admitted = sum(1 for r in reproductions if r.broken is not None) - len(bench.refused)
+        click.echo(f"reuse: the reproduction's runs of {admitted} instances may stand for attempts of the same "
+                   f"file; {len(bench.refused)} refused", err=True)
+        for task_id, why in sorted(bench.refused.items()):
+            click.echo(f"reuse: {task_id}: not reused: {why[:300]}", err=True)
     console = Console(stderr=True)
     count = 0
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -307,8 +319,9 @@ def _score(bench, instances, reproductions, total):
             bar.advance(job)
             if not console.is_terminal:
                 final = traj.final
+                reused = f" (reused: {final['reused_from']})" if final.get("reused_from") else ""
                 click.echo(f"attempt [{count}/{total}] [{traj.fixer}] {traj.instance.task_id}: {final['category']}"
-                           f"{' (stored)' if traj.stored else ''} ({final['reason'][:100]})", err=True)
+                           f"{' (stored)' if traj.stored else ''}{reused} ({final['reason'][:100]})", err=True)
 
         return bench.run(instances, tick)
 
@@ -433,6 +446,7 @@ def _summary_from_store(run_dir: Path, corpus_dir: Path | None, ks) -> dict:
     summary["device"] = {"requested": meta.get("device"), "gpu_present": meta.get("gpu_present"),
                          "arch": meta.get("arch")}
     summary["partial"] = {"finished_trajectories": len(trajectories), "unfinished_trajectories": unfinished}
+    summary["reuse"] |= {"enabled": meta.get("reuse")}
     return summary
 
 

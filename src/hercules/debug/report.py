@@ -38,6 +38,10 @@ def _task_entry(group: list[Trajectory], rep: Any = None) -> dict[str, Any]:
         "reproduction_status": rep.status if rep is not None else "not_validated",
         "not_reproduced_why": (rep.not_reproduced_why if rep is not None
                                else "not validated: the run has no reproduction stage"),
+        # the final round took a recorded run instead of running (``reuse``): from where, and how
+        # many of the group's rounds did
+        "reused_from": final.get("reused_from"),
+        "reused_rounds": sum(1 for t in group for r in t.rounds if r.get("reused_from")),
     }
 
 
@@ -109,7 +113,7 @@ def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int]
             "degeneration": dict(Counter(d.split(":")[0] for e in entries for d in e["degeneration"])),
         })
     summary: dict[str, Any] = {"corpus": corpus, "p_sweep": sweep, "arms": arms, "pass_at_k": metrics,
-                               "tasks": tasks}
+                               "tasks": tasks, "reuse": _reuse_counts(trajectories)}
     task_ids = sorted({t.instance.task_id for t in trajectories})
     labels = {t.instance.task_id: t.instance.category for t in trajectories}
     if reps is None:
@@ -133,6 +137,13 @@ def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int]
     return summary
 
 
+def _reuse_counts(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    rounds = [r for t in trajectories for r in t.rounds]
+    sources = Counter(r["reused_from"] for r in rounds if r.get("reused_from"))
+    return {"rounds": len(rounds), "reused": dict(sorted(sources.items())),
+            "run": len(rounds) - sum(sources.values())}
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     def cell(v):
         return f"{v:.3f}" if isinstance(v, float) else str(v).replace("|", "\\|").replace("\n", " ")
@@ -152,6 +163,7 @@ def markdown(summary: dict[str, Any]) -> str:
                  f"all {partial['finished_trajectories']} trajectories finished."), ""]
     out += _sweep_markdown(summary)
     out += _reproduction_markdown(summary)
+    out += _reuse_markdown(summary)
     out += ["## pass@k sweep (every gate)", ""]
     out.append(_table(["pass@k(M, C, A, p)", "value", "tasks"],
                       [(m["label"], m["value"], m["tasks"]) for m in summary["pass_at_k"]]))
@@ -167,11 +179,12 @@ def markdown(summary: dict[str, Any]) -> str:
                      f"degeneration: {arm['degeneration']}")]
     out += ["", "## Tasks", ""]
     out.append(_table(["fixer", "task", "label", "reproduced", "classified", "subtype", "passed", "speedup",
-                       "degeneration", "why"],
+                       "degeneration", "reused", "why"],
                       [(t["fixer"], t["task_id"], t["labelled_category"],
                         {True: "yes", False: "no", None: "untested"}[t.get("reproduced")],
                         t["classified_category"], t["subtype"], t["passed"], t["speedup"] if t["speedup"] is not None else "-",
-                        ",".join(t["degeneration"]) or "-", t["reason"][:160]) for t in summary["tasks"]]))
+                        ",".join(t["degeneration"]) or "-", t.get("reused_from") or "-", t["reason"][:160])
+                       for t in summary["tasks"]]))
     return "\n".join(out) + "\n"
 
 
@@ -218,6 +231,25 @@ def _reproduction_markdown(summary: dict[str, Any]) -> list[str]:
         out += ["", _table(["task", "label", "status", "why"],
                            [(e["task_id"], e["labelled_category"], e["status"], (e["why"] or "")[:200])
                             for e in repro["excluded"]])]
+    return out + [""]
+
+
+def _reuse_markdown(summary: dict[str, Any]) -> list[str]:
+    reuse = summary.get("reuse") or {}
+    if not reuse.get("rounds"):
+        return []
+    taken = reuse.get("reused") or {}
+    parts = [f"{n} from the {'reproduction' if src == 'reproduction' else 'same file earlier in this run'}"
+             for src, n in taken.items()]
+    text = (f"{sum(taken.values())} of {reuse['rounds']} attempt rounds took a recorded run's outcome instead of "
+            f"running ({', '.join(parts) or 'none'}): the same file, instance, toolchain, device, options and "
+            "attempt code; a test's outcome stands for one attempt only. Column `reused` of the task table.")
+    if reuse.get("enabled") is False:
+        text = f"Reuse off (--no-reuse): all {reuse['rounds']} attempt rounds ran."
+    out = ["## Reused runs", "", text]
+    if reuse.get("refused"):
+        out += ["", _table(["task", "reproduction not reused because"],
+                           [(k, v[:200]) for k, v in sorted(reuse["refused"].items())])]
     return out + [""]
 
 

@@ -24,17 +24,18 @@ for ``perf_broken``) and the reference must pass.
 Results are cached per (instance content hash, toolchain identity including the nvcc version,
 device, rules version), one JSON file per instance written atomically, so a repeated run rebuilds
 nothing and a crash loses only the instances in flight. Timed-out builds, and a reference whose
-test timed out, are not cached (the machine may just have been busy).
+test timed out, are not cached (the machine may just have been busy). Each record also keeps the
+full conditions of its runs (``conditions.Conditions``: options, runtime, the attempt code's
+hash), so that an attempt of the same file under the same conditions can take its outcome
+(``reuse``) instead of running it again.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
@@ -46,8 +47,9 @@ from typing import Any
 from hercules.debug import classifier as cls
 from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution
+from hercules.debug.conditions import run_conditions
 from hercules.debug.corpus import Instance
-from hercules.debug.toolchain import Toolchain
+from hercules.debug.toolchain import Toolchain, toolchain_identity
 from hercules.debug.workspace import CommandResult
 from hercules.harness.device_lock import DeviceLock
 
@@ -85,11 +87,15 @@ class Reproduction:
     seconds: float
     broken_speedup: float | None = None  # on a GPU: reference time / broken time, same method
     observed_subtype: str = ""  # e.g. syntax_type, api_misuse, missing_header, static_check
+    # conditions.Conditions of the two runs (options, runtime, code...): what an attempt must share
+    # to take one of them as its own outcome (``reuse``); None in records made before they were kept
+    conditions: dict[str, Any] | None = None
     cached: bool = False
 
     def row(self) -> dict[str, Any]:
         """The record without the full outcomes (for JSON output and reports)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("broken", "reference")}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("broken", "reference", "conditions")}
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cached"}
@@ -97,7 +103,7 @@ class Reproduction:
     @classmethod
     def from_json(cls, data: dict[str, Any], cached: bool = False) -> Reproduction:
         names = {f.name for f in fields(cls)}
-        values = {"broken": None, "reference": None} | {k: v for k, v in data.items() if k in names and k != "cached"}
+        values = {"broken": None, "reference": None, "conditions": None} | {k: v for k, v in data.items() if k in names and k != "cached"}
         return cls(**values, cached=cached)
 
 
@@ -116,44 +122,6 @@ def instance_hash(inst: Instance) -> str:
             h.update(f"unreadable:{exc}".encode())
         h.update(b"\0")
     return h.hexdigest()
-
-
-def _first_line(cmd: list[str], env: dict[str, str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
-    except (OSError, subprocess.SubprocessError):
-        return "absent"
-    lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
-    return lines[0] if lines else "absent"
-
-
-@functools.lru_cache(maxsize=8)
-def _toolchain_identity(cuda_home: str | None, arch: str, gpu_present: bool, path: str) -> tuple[str, str, str]:
-    env = {"PATH": path}
-    nvcc = str(Path(cuda_home) / "bin" / "nvcc") if cuda_home else "nvcc"
-    release = "nvcc absent"
-    try:
-        text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
-        for line in text.splitlines():
-            if "release" in line:  # "Cuda compilation tools, release 13.0, V13.0.88"
-                release = "nvcc " + line.split("release", 1)[1].strip().replace(", ", " ")
-    except OSError:
-        pass
-    cxx = _first_line(["g++", "--version"], env)
-    if gpu_present:
-        name = _first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], env)
-        device = f"{name}, sm_{arch}"
-    else:
-        device = f"cpu: no GPU, compile-only for sm_{arch}"
-    identity = f"{release}; {cxx}; CUDA at {cuda_home}; sm_{arch}"
-    short = release.split(" (")[0]
-    return identity, device, short
-
-
-def toolchain_identity(tc: Toolchain) -> tuple[str, str, str]:
-    """(full identity, device description, short compiler name such as 'nvcc 13.0 V13.0.88')."""
-    return _toolchain_identity(str(tc.cuda_home) if tc.cuda_home else None, tc.arch, tc.gpu_present,
-                               tc.environ().get("PATH", ""))
 
 
 def cache_key(inst_hash: str, identity: str, device: str) -> str:
@@ -185,24 +153,12 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
 
 
 def deterministic(outcome: Outcome) -> bool:
-    """An outcome a repeat of the same code would only reproduce: a build failure, or a build that
-    this machine cannot test (the same rule as the benchmark's own per-run reuse)."""
+    """An outcome a repeat of the same code would only reproduce: a build failure (not a timeout),
+    or a build that this machine cannot test. Anything that ran a test is one observation."""
     category = outcome.classification.category
     if category == cls.TIMEOUT and outcome.classification.subtype == "build":
         return False
     return category in (cls.BUILD, cls.UNTESTED) and (outcome.test is None or category == cls.UNTESTED)
-
-
-def reusable_outcomes(reproductions: Sequence[Reproduction]) -> dict[tuple[str, str], Outcome]:
-    """{(task_id, code hash): outcome} of the reproductions' deterministic outcomes."""
-    out: dict[tuple[str, str], Outcome] = {}
-    for r in reproductions:
-        for side in (r.broken, r.reference):
-            if side is not None:
-                outcome = outcome_from_json(side)
-                if deterministic(outcome):
-                    out[(r.task_id, outcome.code_hash)] = outcome
-    return out
 
 
 # -- judging -----------------------------------------------------------------------------------
@@ -389,14 +345,20 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         reference_status=ref_status, reference_why=ref_why, toolchain=identity, device=device,
         instance_hash=ihash, broken=broken.to_json(), reference=reference.to_json() if reference else None,
         seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup,
-        observed_subtype=broken.classification.subtype)
-    # A timed-out build (either file) or reference test may be the machine's load, not the code:
-    # not cached, so the next run tries again. The broken file's test timing out is an observation.
-    def timed_out(o: Outcome | None, stages: tuple[str, ...]) -> bool:
-        return o is not None and o.classification.category == cls.TIMEOUT and o.classification.subtype in stages
-    if not (timed_out(broken, ("build",)) or timed_out(reference, ("build", "test"))):
+        observed_subtype=broken.classification.subtype,
+        conditions=run_conditions(tc, opts, inst.kind, RULES_VERSION).to_json())
+    if not (maybe_load(broken, "broken") or maybe_load(reference, "reference")):
         cache.put(key, rep)
     return rep
+
+
+def maybe_load(outcome: Outcome | None, side: str) -> bool:
+    """A timed-out build (either file) or reference test may be the machine's load, not the code:
+    such a result is not cached and no attempt takes it, so the next run tries again. The broken
+    file's test timing out is an observation."""
+    stages = ("build", "test") if side == "reference" else ("build",)
+    c = outcome.classification if outcome is not None else None
+    return c is not None and c.category == cls.TIMEOUT and c.subtype in stages
 
 
 def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache,

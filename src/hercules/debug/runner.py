@@ -2,7 +2,10 @@
 
 Trajectories run in parallel (builds overlap; GPU tests and timed evaluations are serialised by
 one lock so every timing is taken alone). The reference of a native task is timed once per run,
-the same way as the candidates, for the gate.
+the same way as the candidates, for the gate. An attempt that is a run already made (the
+reproduction's run of the same file under the same conditions; an earlier deterministic outcome
+of the same file in this run) takes that run's outcome and says so (``reuse``), unless the
+benchmark is made with ``reuse=False``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from hercules.debug.corpus import Instance
 from hercules.debug.fixers import kernelbench_alias
 from hercules.debug.gate import GateResult, degeneration_signs
 from hercules.debug.protocol import FixRequest, Protocol, Round, round_metrics
+from hercules.debug.reproduce import Reproduction
+from hercules.debug.reuse import Recorded, RecordedRuns, admit_all
 from hercules.debug.stagnation import stagnation_modes
 from hercules.debug.store import DebugStore, write_json_atomic
 from hercules.debug.toolchain import Toolchain
@@ -51,7 +56,7 @@ def _gate(record: dict[str, Any]) -> GateResult:
 
 class Benchmark:
     def __init__(self, store: DebugStore, tc: Toolchain, opts: RunOptions, fixers: dict[str, Any],
-                 protocols: Sequence[Protocol], jobs: int = 2):
+                 protocols: Sequence[Protocol], jobs: int = 2, reuse: bool = True):
         self.store = store
         self.tc = tc
         self.opts = opts
@@ -62,14 +67,15 @@ class Benchmark:
         self._ref_locks: dict[str, threading.Lock] = {}  # per task: its reference runs once
         self._outcome_locks: dict[tuple[str, str], threading.Lock] = {}  # per (task, code hash)
         self._locks_guard = threading.Lock()
-        self._outcomes: dict[tuple[str, str], Outcome] = {}
+        self.reuse = reuse
+        self.recorded = RecordedRuns()
+        self.refused: dict[str, str] = {}  # task id: why its reproduction's runs are not reused
 
-    def reuse_outcomes(self, outcomes: dict[tuple[str, str], Outcome]) -> None:
-        """Deterministic outcomes already known for (task id, code hash), e.g. the reproduction's
-        build failures: the same code in this run takes them instead of building again."""
-        with self._locks_guard:
-            for key, outcome in outcomes.items():
-                self._outcomes.setdefault(key, outcome)
+    def use_reproductions(self, instances: Sequence[Instance], reproductions: Sequence[Reproduction]
+                          ) -> dict[str, str]:
+        """Let attempts take the reproduction's runs where they are the same run; returns
+        {task id: why not} for the instances whose reproduction cannot stand for an attempt."""
+        return admit_all(self.recorded, instances, reproductions, self.tc, self.opts) if self.reuse else {}
 
     # -- the reference, timed like a candidate (native and def.py tasks on a GPU) --
     def reference_timing(self, inst: Instance) -> dict[str, Any] | None:
@@ -80,35 +86,42 @@ class Benchmark:
         with lock:
             where = self.store.reference_dir(inst.task_id)
             saved = self.store.load(where)
+            if saved is not None and saved.get("reused_from") and not self.reuse:
+                saved = None  # taken from a recorded run before; now asked to run for real
             if saved is None:
                 reference = inst.reference_code()
                 if reference is None:
                     return None
-                outcome, seconds = run_solution(inst, reference, where, self.tc, self.opts, self.gpu_lock)
+                # the reproduction ran this reference the same way (same conditions): that is the run
+                recorded = self.recorded.reference(inst.task_id, code_hash(reference)) if self.reuse else None
+                if recorded is not None:
+                    outcome, seconds = recorded.outcome, 0.0
+                else:
+                    outcome, seconds = run_solution(inst, reference, where, self.tc, self.opts, self.gpu_lock)
                 saved = {"correct": outcome.correct, "time_ms": outcome.time_ms, "method": outcome.method,
                          "wall_ms": outcome.wall_ms, "category": outcome.classification.category,
-                         "reason": outcome.classification.reason, "seconds": round(seconds, 3)}
+                         "reason": outcome.classification.reason, "seconds": round(seconds, 3),
+                         "reused_from": recorded.source if recorded else None}
                 write_json_atomic(where / "result.json", saved)
             return saved if saved["correct"] else None
 
-    def _outcome(self, inst: Instance, code: str, where) -> Outcome:
-        """Run the code, unless the same code already failed to build (or built, untestable) for
-        this task in this run: those outcomes are deterministic, a repeat would only cost time."""
+    def _outcome(self, inst: Instance, code: str, where) -> tuple[Outcome, Recorded | None]:
+        """Run the code, unless a recorded run of it may stand for this attempt (``reuse``): then
+        its outcome and which run it was."""
         key = (inst.task_id, code_hash(code))
         with self._locks_guard:
             lock = self._outcome_locks.setdefault(key, threading.Lock())
-        with lock:
-            cached = self._outcomes.get(key)
-            if cached is not None:
-                return cached
+        with lock:  # the same file's attempts one at a time: the first one's outcome may serve the rest
+            recorded = self.recorded.take(*key) if self.reuse else None
+            if recorded is not None:
+                return recorded.outcome, recorded
             outcome, _ = run_solution(inst, code, where, self.tc, self.opts, self.gpu_lock)
-            if outcome.classification.category in (cls.BUILD, cls.UNTESTED) and (
-                    outcome.test is None or outcome.classification.category == cls.UNTESTED):
-                self._outcomes[key] = outcome
-            return outcome
+            if self.reuse:
+                self.recorded.remember(inst.task_id, outcome, where.relative_to(self.store.run_dir).as_posix())
+            return outcome, None
 
     def _record(self, fixer: str, protocol: Protocol, inst: Instance, sample: int, round_: int, code: str,
-                note: str, outcome: Outcome, seconds: float) -> dict[str, Any]:
+                note: str, outcome: Outcome, seconds: float, recorded: Recorded | None = None) -> dict[str, Any]:
         gate = outcome.gate(self.reference_timing(inst) if outcome.correct else None)
         found = outcome.classification
         if gate.correct and not gate.passes(protocol.p):
@@ -128,6 +141,8 @@ class Benchmark:
             "gate": {"correct": gate.correct, "speedup": gate.speedup, "ref_ms": gate.ref_ms,
                      "cand_ms": gate.cand_ms, "method": gate.method},
             "degeneration": list(degeneration), "outcome": outcome.to_json(), "seconds": round(seconds, 3),
+            "reused_from": recorded.source if recorded else None,
+            "reused": recorded.describe() if recorded else None,
         }
 
     def trajectory(self, fixer_name: str, protocol: Protocol, inst: Instance, sample: int) -> Trajectory:
@@ -139,6 +154,11 @@ class Benchmark:
         for r in range(protocol.iterations):
             where = self.store.round_dir(fixer_name, protocol.describe(), inst.task_id, sample, r)
             record = self.store.load(where)
+            if record is not None and record.get("reused_from"):
+                if not self.reuse:
+                    record = None  # it took a recorded run; now asked to run for real
+                elif (record.get("reused") or {}).get("run"):
+                    self.recorded.mark_taken(inst.task_id, record["code_hash"], record["reused"]["run"])
             if record is None:
                 stored = False
                 start = time.perf_counter()
@@ -146,9 +166,9 @@ class Benchmark:
                 where.mkdir(parents=True, exist_ok=True)
                 (where / "answer.txt").write_text(answer.raw or "")
                 (where / "solution.txt").write_text(answer.code)
-                outcome = self._outcome(inst, answer.code, where)
+                outcome, recorded = self._outcome(inst, answer.code, where)
                 record = self._record(fixer_name, protocol, inst, sample, r, answer.code, answer.raw, outcome,
-                                      time.perf_counter() - start)
+                                      time.perf_counter() - start, recorded)
                 self.store.save(where, record)
             rounds.append(record)
             code = (where / "solution.txt").read_text() if (where / "solution.txt").is_file() else code

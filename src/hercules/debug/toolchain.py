@@ -143,3 +143,43 @@ def adapt_command(command: str, tc: Toolchain) -> tuple[str, tuple[str, ...]]:
             command = command.replace(f"GPU={match}", f"GPU={wanted}")
             notes.append(f"GPU={match} -> GPU={wanted} (sm_{tc.arch}, {why})")
     return command, tuple(notes)
+
+
+# -- identity: what a cached result holds for --------------------------------------------------
+
+def _first_line(cmd: list[str], env: dict[str, str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return "absent"
+    lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
+    return lines[0] if lines else "absent"
+
+
+@functools.lru_cache(maxsize=8)
+def _toolchain_identity(cuda_home: str | None, arch: str, gpu_present: bool, path: str) -> tuple[str, str, str]:
+    env = {"PATH": path}
+    nvcc = str(Path(cuda_home) / "bin" / "nvcc") if cuda_home else "nvcc"
+    release = "nvcc absent"
+    try:
+        text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+        for line in text.splitlines():
+            if "release" in line:  # "Cuda compilation tools, release 13.0, V13.0.88"
+                release = "nvcc " + line.split("release", 1)[1].strip().replace(", ", " ")
+    except OSError:
+        pass
+    cxx = _first_line(["g++", "--version"], env)
+    if gpu_present:
+        name = _first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], env)
+        device = f"{name}, sm_{arch}"
+    else:
+        device = f"cpu: no GPU, compile-only for sm_{arch}"
+    identity = f"{release}; {cxx}; CUDA at {cuda_home}; sm_{arch}"
+    short = release.split(" (")[0]
+    return identity, device, short
+
+
+def toolchain_identity(tc: Toolchain) -> tuple[str, str, str]:
+    """(full identity, device description, short compiler name such as 'nvcc 13.0 V13.0.88')."""
+    return _toolchain_identity(str(tc.cuda_home) if tc.cuda_home else None, tc.arch, tc.gpu_present,
+                               tc.environ().get("PATH", ""))
