@@ -35,6 +35,7 @@ from typing import Any
 
 from .regions import Region
 from .templates.base import CandidateSpec
+from .templates.expert_templates import EXPERT_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -407,6 +408,9 @@ class RuleAdvisor(Advisor):
                 risk.append("greedy ties must resolve to the lowest index, as torch.argmax")
             # keep only names/values the catalog actually has (rules are generic)
             entry["priorities"] = [p for p in pri if p in cat.names]
+            # a maintained library's kernel for the region is measured in the first round, after
+            # the rules' own picks: the plan must say whether Hercules' kernels beat it
+            entry["priorities"] += [t for t in cat.spaces if t in EXPERT_NAMES and t not in entry["priorities"]]
             clean_hints: dict[str, dict[str, list]] = {}
             for t, h in hints.items():
                 if t not in cat.spaces:

@@ -38,6 +38,7 @@ from .reference import NORM_FUSABLE, ROTARY_KV_ATTN_KEY, ROTARY_KV_KEY, norm_fus
 from .regions import Region
 from .templates import find_template, fallback_spec, templates_for
 from .templates.base import Candidate, CandidateSpec
+from .templates.expert_templates import expert_note, is_expert_id, library_versions, unavailable
 from .timing import NotCapturable, time_region
 from .validate import RegionWeights, check as validate_check, make_args
 
@@ -164,6 +165,7 @@ def software_versions() -> dict[str, str]:
         v["hercules"] = __version__
     except Exception:
         pass
+    v.update(library_versions())  # the expert libraries: an upgrade re-measures their regions
     v["plan"] = str(PLAN_VERSION)
     return v
 
@@ -252,6 +254,11 @@ def _fold_rotary_neighbours(decisions: dict[str, RegionDecision], impls: dict[st
     return False
 
 
+def _rejection_examples(rej: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The first five rejections, and every expert's: the plan says why each library was not used."""
+    return rej[:5] + [e for e in rej[5:] if is_expert_id(e[0])]
+
+
 def _trial_spec(t: Trial, kind: str) -> CandidateSpec:
     return CandidateSpec(t.template, t.lang, kind, tuple(sorted(t.params.items())), tuple(t.fuses))
 
@@ -294,6 +301,7 @@ def select(
             for p in t.space(r):
                 s = t.spec(p, r)
                 reasons = constraint_check(t, p, r, device_info)
+                reasons += unavailable(t, p, r, device_info.type, trial_call=not reasons)
                 if reasons:
                     rej.append((s.id, "; ".join(reasons)))
                 else:
@@ -498,7 +506,7 @@ def select(
             template=t_sel.template, lang=t_sel.lang, params=dict(t_sel.params), fuses=list(t_sel.fuses), why=why,
             fallback_ms=fb_ms, chosen_ms=t_sel.median_ms, label=ra.label if ra else None,
             risk=list(ra.risk) if ra else [], tried=trials_by[n], rejected=len(rej),
-            rejected_examples=[[i, reason] for i, reason in rej[:5]], pruned=pruned[n],
+            rejected_examples=[[i, reason] for i, reason in _rejection_examples(rej)], pruned=pruned[n],
             not_measured=max(0, len(queues[n]) - pos[n]),
             build_group=build_groups.get((n, t_sel.id)),
         )
@@ -604,6 +612,11 @@ def select(
         d.fused_into = ", ".join(folded)
         d.why = f"folded into {d.fused_into}; measured alone: {d.why}"
         impls.pop("residual_rmsnorm", None)
+
+    for d in decisions.values():  # where a library's kernel runs, the plan says which and whose
+        note = expert_note(d.template, d.params) if not d.fused_into else None
+        if note:
+            d.why = f"{d.why}; {note}"
 
     plan = Plan(
         model={}, device=device_info.name, batch=next(iter(regions.values())).batch,

@@ -1,8 +1,11 @@
 """Candidate templates per region kind: PyTorch (always present; one of them is the fallback),
-Triton and CUDA C++.
+Triton, CUDA C++, and maintained libraries' kernels (``expert_templates``: Liger, QuACK,
+FlashInfer, SDPA's pinned backends).
 
-``templates_for(region)`` lists every template that applies; ``fallback_spec(region)`` is the
-PyTorch implementation the runtime uses when nothing else is chosen.
+``templates_for(region, languages)`` lists every template that applies and that ``languages``
+selects (an expert: "expert", its kernels' language or its library; see
+``ExpertTemplate.selected_by``); ``fallback_spec(region)`` is the PyTorch implementation the
+runtime uses when nothing else is chosen.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from .. import reference as ref
 from ..regions import Region
 from .base import Candidate, CandidateSpec, Requirements, Template, TorchVariant
 from .cuda_templates import CUDA_TEMPLATES
+from .expert_templates import EXPERT_TEMPLATES, ExpertTemplate
 from .triton_templates import TRITON_TEMPLATES
 
 TORCH_TEMPLATES: list[TorchVariant] = [
@@ -39,11 +43,16 @@ TORCH_TEMPLATES: list[TorchVariant] = [
                  description="argmax, or temperature/top-k/top-p + exponential race"),
 ]
 
-ALL_TEMPLATES: list[Template] = [*TORCH_TEMPLATES, *TRITON_TEMPLATES, *CUDA_TEMPLATES]
+# experts last: templates the advice does not rank are tried in this order, Hercules' own first
+ALL_TEMPLATES: list[Template] = [*TORCH_TEMPLATES, *TRITON_TEMPLATES, *CUDA_TEMPLATES, *EXPERT_TEMPLATES]
+
+
+def _selected(t: Template, languages: tuple[str, ...]) -> bool:
+    return t.selected_by(languages) if isinstance(t, ExpertTemplate) else t.lang in languages
 
 
 def templates_for(region: Region, languages: tuple[str, ...] = ("torch", "triton", "cuda")) -> list[Template]:
-    return [t for t in ALL_TEMPLATES if t.applies(region) and t.lang in languages]
+    return [t for t in ALL_TEMPLATES if t.applies(region) and _selected(t, languages)]
 
 
 def fallback_template(region: Region) -> TorchVariant:
@@ -68,6 +77,7 @@ __all__ = [
     "ALL_TEMPLATES",
     "Candidate",
     "CandidateSpec",
+    "ExpertTemplate",
     "Requirements",
     "Template",
     "TorchVariant",
