@@ -87,6 +87,24 @@ def test_a_device_pack_cannot_be_opened_off_the_device():
             pass
 
 
+def test_a_pack_fills_given_buffers_in_place_and_refuses_ones_that_do_not_fit():
+    values = [torch.randn(6, 4), "plain", torch.arange(5, dtype=torch.int32)]
+    fd, layout = write_pack(values)
+    try:
+        targets = [torch.zeros(6, 4), None, torch.zeros(5, dtype=torch.int32)]
+        pointers = [targets[0].data_ptr(), targets[2].data_ptr()]
+        with open_pack(fd, layout) as pack:
+            pack.copy_into(targets)
+            with pytest.raises(PackError):
+                pack.copy_into([torch.zeros(4, 6), None, targets[2]])
+            with pytest.raises(PackError):
+                pack.copy_into(targets[:2])
+    finally:
+        os.close(fd)
+    assert torch.equal(targets[0], values[0]) and torch.equal(targets[2], values[2])
+    assert [targets[0].data_ptr(), targets[2].data_ptr()] == pointers
+
+
 # ---- on a GPU -------------------------------------------------------------------------------
 
 def _echo(conn, device: str) -> None:
@@ -141,6 +159,21 @@ def test_a_device_pack_crosses_to_another_process_and_back_intact():
             assert b.device.type == "cuda" and b.dtype == a.dtype and torch.equal(a, b)
         else:
             assert a == b
+
+
+@pytest.mark.gpu
+def test_a_device_pack_fills_device_buffers_in_place():
+    values = [torch.randn(300, 7, device="cuda"), torch.arange(9, device="cuda")]
+    fd, layout = device_pack.write_device_pack(values, "cuda")
+    try:
+        targets = [torch.zeros_like(v) for v in values]
+        with open_pack(fd, layout, "cuda") as pack:
+            pack.copy_into(targets)
+            with pytest.raises(PackError):
+                pack.copy_into([torch.zeros(300, 7), targets[1]])  # a place on the CPU
+    finally:
+        os.close(fd)
+    assert all(torch.equal(a, b) for a, b in zip(values, targets))
 
 
 @pytest.mark.gpu

@@ -88,7 +88,7 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "forged_reply_cpp.py",
-                                  "content_cache.py", "skip_every_other.py"])
+                                  "content_cache.py", "skip_every_other.py", "skip_with_protocol_knowledge.py"])
 def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path):
     verdict, _ = _eval(name, tmp_path)
     # The exploits refuse to load when they find nothing to attack: a build error means the attack
@@ -102,6 +102,22 @@ def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_w
     verdict, _ = _eval("detached_forger.py", tmp_path)  # _eval asserts one unforged object, exit 0
     _caught_or_not_faster(verdict)
     assert _no_process_with("313.7"), "the detached process outlived its evaluation"
+
+
+@pytest.mark.slow
+def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(tmp_path, monkeypatch):
+    """The dynamic defence alone (the static scan sees the worker module being reached)."""
+    import hercules.harness.static_scan as scan
+    from hercules.harness.evaluate import EvalOptions, evaluate
+    from hercules.problems.loaders import load_source
+    from hercules.problems.model import Candidate
+
+    monkeypatch.setattr(scan, "scan_candidate", lambda code, dtype="float32": [])
+    name = "skip_with_protocol_knowledge.py"
+    verdict = evaluate(load_source(PROBLEM).problems[0], Candidate(name, (CORPUS / name).read_text(), "test"),
+                       EvalOptions(device="cpu", trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache"))
+    assert verdict.status.value != "build_error", verdict.error
+    _caught_or_not_faster(verdict.to_json())
 
 
 @pytest.mark.slow

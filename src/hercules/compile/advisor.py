@@ -366,8 +366,14 @@ class RuleAdvisor(Advisor):
                 rows = [4, 2] if n >= 64 * sms else [1, 2]
                 cuda_gemvs = {"gate_up_silu_mul": ("cuda_gemv_swiglu", "cuda_norm_gemv_swiglu"),
                               "qkv_proj": ("cuda_gemv", "cuda_norm_gemv")}.get(r.kind, ("cuda_gemv",))
+                # PDL overlaps a GEMV's first weight loads with the kernel before it; split-K inside
+                # a block feeds the long-K projections. H200, Llama-3.2-1B batch 1, chained:
+                # o_proj 4.95 -> 4.28 us (PDL), QKV 6.18 -> 4.94, down_proj 12.57 -> 11.45 (KSPLIT 2 +
+                # PDL), gate/up 17.87 -> 17.08 (KSPLIT 4); each still measured in the real step.
+                ksplit = [2, 4] if r.kind in ("down_proj", "gate_up_silu_mul") else [1, 2]
                 for template in cuda_gemvs:
-                    hints[template] = {"WARPS": [4, 8], "ROWS": rows, "UNROLL": [4, 2]}
+                    hints[template] = {"WARPS": [4, 8], "ROWS": rows, "UNROLL": [4, 2], "PDL": [1, 0],
+                                       "KSPLIT": ksplit}
                 if r.kind == "gate_up_silu_mul":
                     hints["cuda_swiglu"] = {"VEC": [16 // es], "THREADS": [256], "FAST_EXP": [0]}
                     hints["triton_swiglu"] = {"BLOCK": [1024], "num_warps": [4]}
@@ -405,6 +411,10 @@ class RuleAdvisor(Advisor):
                 pri = ["triton_kv_write"]  # one launch for k and v instead of two index_copy_
                 hints["triton_kv_write"] = {"HEADS": [min(8, r.attr("kv_heads"))], "num_warps": [1]}
             elif r.kind == "token_select":
+                # a two-stage argmax over the vocabulary: 10.5 us against torch.argmax's 28.1 us
+                # (H200, 128k logits, batch 1)
+                pri = ["triton_argmax"]
+                hints["triton_argmax"] = {"CHUNK": [1024, 2048], "ONE_LAUNCH": [0, 1], "PDL": [1, 0]}
                 risk.append("greedy ties must resolve to the lowest index, as torch.argmax")
             # keep only names/values the catalog actually has (rules are generic)
             entry["priorities"] = [p for p in pri if p in cat.names]

@@ -167,9 +167,9 @@ class MappedPack:
         self.layout = layout
         self.mapped = mmap.mmap(fd, layout.size, mmap.MAP_SHARED, mmap.PROT_READ)
 
-    def values(self, device: torch.device | str = "cpu", clone: bool = True) -> list[Any]:
-        """The pack's values; tensors copied to ``device`` (on the CPU cloned unless ``clone`` is False,
-        in which case they are read-only views valid while the pack is open)."""
+    def values(self, device: torch.device | str = "cpu", clone: bool = True, start: int = 0) -> list[Any]:
+        """The pack's values from the ``start``-th on; tensors copied to ``device`` (on the CPU cloned
+        unless ``clone`` is False, in which case they are read-only views valid while the pack is open)."""
         device = torch.device(device)
         out: list[Any] = []
         import warnings
@@ -177,7 +177,7 @@ class MappedPack:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # frombuffer warns that the mapping is read-only: it is meant to be
             whole = torch.frombuffer(self.mapped, dtype=torch.uint8) if self.layout.size else None
-        for slot, value in zip(self.layout.slots, self.layout.values):
+        for slot, value in list(zip(self.layout.slots, self.layout.values))[start:]:
             if slot is None:
                 out.append(value)
                 continue
@@ -191,6 +191,19 @@ class MappedPack:
             out.append(tensor)
         return out
 
+    def copy_into(self, targets: Sequence[Any]) -> None:
+        """Copy each tensor of the pack into the tensor at its place in ``targets`` (same shape and
+        dtype), on whatever device that lives; plain values are skipped."""
+        check_targets(self.layout, targets)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a read-only mapping, as above
+            whole = torch.frombuffer(self.mapped, dtype=torch.uint8) if self.layout.size else None
+        for slot, dst in zip(self.layout.slots, targets):
+            if slot is not None and slot.nbytes and dst is not None:
+                dst.copy_(whole[slot.offset:slot.offset + slot.nbytes].view(dtype_of(slot.dtype)).reshape(slot.shape))
+
     def close(self) -> None:
         try:
             self.mapped.close()
@@ -202,6 +215,19 @@ class MappedPack:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def check_targets(layout: PackLayout, targets: Sequence[Any]) -> None:
+    """Every tensor slot of ``layout`` has a tensor of its shape and dtype at its place in ``targets``
+    (or None there: that value is not copied)."""
+    if len(targets) != len(layout.slots):
+        raise PackError(f"{len(layout.slots)} values for {len(targets)} places")
+    for slot, dst in zip(layout.slots, targets):
+        if slot is None or dst is None:
+            continue
+        if not isinstance(dst, torch.Tensor) or tuple(dst.shape) != slot.shape or dst.dtype != dtype_of(slot.dtype) \
+                or not dst.is_contiguous():
+            raise PackError(f"slot {slot} does not match its place ({getattr(dst, 'shape', type(dst).__name__)})")
 
 
 def open_pack(fd: int, layout: PackLayout, device: torch.device | str = "cpu"):

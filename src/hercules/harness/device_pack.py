@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from hercules.harness.datapath import PackError, PackLayout, TensorSlot, dtype_of, plan_slots
+from hercules.harness.datapath import PackError, PackLayout, TensorSlot, check_targets, dtype_of, plan_slots
 
 MEDIUM = "cuda"
 
@@ -241,12 +241,12 @@ class DevicePack:
             self.drv.release(self.handle)
             raise
 
-    def values(self, device: torch.device | str | None = None, clone: bool = True) -> list[Any]:
-        """The pack's values, tensors copied to ``device`` (this pack's device by default; another
-        device, the CPU included, gets a copy of the device copy)."""
+    def values(self, device: torch.device | str | None = None, clone: bool = True, start: int = 0) -> list[Any]:
+        """The pack's values from the ``start``-th on, tensors copied to ``device`` (this pack's
+        device by default; another device, the CPU included, gets a copy of the device copy)."""
         target = torch.device(device) if device is not None else self.device
         out: list[Any] = []
-        for slot, value in zip(self.layout.slots, self.layout.values):
+        for slot, value in list(zip(self.layout.slots, self.layout.values))[start:]:
             if slot is None:
                 out.append(value)
                 continue
@@ -258,6 +258,17 @@ class DevicePack:
         if target != self.device:
             out = [v.to(target) if isinstance(v, torch.Tensor) else v for v in out]
         return out
+
+    def copy_into(self, targets: Sequence[Any]) -> None:
+        """Copy each tensor of the pack straight into the contiguous device tensor at its place in
+        ``targets`` (same shape and dtype, on this pack's device); plain values are skipped."""
+        check_targets(self.layout, targets)
+        for slot, dst in zip(self.layout.slots, targets):
+            if slot is not None and slot.nbytes and dst is not None:
+                if dst.device.type != "cuda" or (dst.device.index if dst.device.index is not None else 0) != self.index:
+                    raise PackError(f"a place on {dst.device} for a pack on cuda:{self.index}")
+                self.drv.copy(dst.data_ptr(), self.ptr + slot.offset, slot.nbytes)
+        torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
         if self.ptr is None:

@@ -155,21 +155,30 @@ def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.de
 
 
 def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device,
-                  calls: int) -> tuple[list[Any], float]:
+                  calls: int, every_call: bool = False) -> tuple[list[Any], float]:
     """``calls`` back-to-back calls rotating over ``arg_sets``, then a device-wide synchronise;
-    returns the last call's outputs and the host's enqueue time per call (ms).
+    returns the last call's outputs (with ``every_call``, a list of every call's outputs) and the
+    host's enqueue time per call (ms).
 
     The parent brackets the request carrying this on its own clock and receives the outputs in the
-    reply: an answer cannot arrive before the work it carries is done."""
+    reply: an answer cannot arrive before the work it carries is done. With every call's outputs
+    judged, no call of the burst can be skipped either."""
     _sync(device)
     start = _perf_counter()
     out = None
+    kept: list[Any] = []
     for i in range(calls):
         out = fn(*arg_sets[i % len(arg_sets)])
+        if every_call:
+            kept.append(out)
     issued = _perf_counter()
     _sync(device)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    return outs, (issued - start) * 1e3 / max(calls, 1)
+
+    def as_list(o: Any) -> list[Any]:
+        return list(o) if isinstance(o, (tuple, list)) else [o]
+
+    enqueue = (issued - start) * 1e3 / max(calls, 1)
+    return ([as_list(o) for o in kept] if every_call else as_list(out)), enqueue
 
 
 def single_call_ms(fn: Callable[[], Any], device: torch.device, flush) -> tuple[Any, float | None]:
