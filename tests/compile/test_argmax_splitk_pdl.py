@@ -162,7 +162,7 @@ def test_split_k_gemv_reduced_by_the_last_split_matches_the_reference_under_inte
     assert not bad, bad
 
 
-AOT = """
+AOT = r"""
     import json, re
     import triton
     from triton.backends.compiler import GPUTarget

@@ -91,7 +91,7 @@ def test_decode_with_triton_kernels_pinned_matches_hf_eager(tmp_path):
     assert res["tiny-qwen3"]["plan"]["qk_norm"] == res["tiny-qwen3"]["plan"]["rotary"]
 
 
-def _decode_with_fusions_pinned(force: dict, tmp_path) -> dict:
+def _decode_with_fusions_pinned(force: dict, tmp_path, models=("tiny-llama", "tiny-qwen3")) -> dict:
     """Tiny Llama and Qwen3 decoded with ``force`` (interpreted Triton), against HF's greedy tokens;
     then compiled again to load the same choices from the decision cache."""
     code = textwrap.dedent(f"""
@@ -99,7 +99,7 @@ def _decode_with_fusions_pinned(force: dict, tmp_path) -> dict:
         torch.set_num_threads(1)
         from hercules.compile import compile_model, build_model
         res = {{}}
-        for name in ("tiny-llama", "tiny-qwen3"):
+        for name in {tuple(models)!r}:
             m = build_model(name, seed=1)
             ids = torch.randint(0, 512, (2, 6), generator=torch.Generator().manual_seed(0))
             ref = m.generate(ids, max_new_tokens=10, do_sample=False)
@@ -176,13 +176,16 @@ def test_decode_with_argmax_and_one_launch_split_k_pinned_matches_hf_eager(tmp_p
     """triton_argmax on token selection and the one-launch split-K GEMV (the last split reduces)
     on o_proj, down_proj and gate/up: HF's greedy tokens are reproduced and the cached plan
     reloads the same candidates (their ticket counters made anew)."""
-    force = {"token_select": "triton_argmax", "o_proj": _gemv_id("last", 2), "down_proj": _gemv_id("last", 4),
+    # the one-launch point by its id: a template name alone pins the advisor's first point
+    argmax = "triton_argmax[BLOCK=1024,CHUNK=1024,ONE_LAUNCH=1,PDL=0,num_warps=4]"
+    force = {"token_select": argmax, "o_proj": _gemv_id("last", 2), "down_proj": _gemv_id("last", 4),
              "gate_up_silu_mul": _gemv_id("last", 2)}
-    res = _decode_with_fusions_pinned(force, tmp_path)
+    # one model: the kernels are the same for both, and interpreted split-K on three regions of
+    # both models took 116 s of the CI run
+    res = _decode_with_fusions_pinned(force, tmp_path, models=("tiny-qwen3",))
+    assert set(res) == {"tiny-qwen3"}
     for name, r in res.items():
         assert r["match"], (name, r)
-        assert r["plan"]["token_select"].startswith("triton_argmax["), r["plan"]
-        assert "ONE_LAUNCH=1" in r["plan"]["token_select"], r["plan"]
-        for kind in ("o_proj", "down_proj", "gate_up_silu_mul"):
+        for kind in ("token_select", "o_proj", "down_proj", "gate_up_silu_mul"):
             assert r["plan"][kind] == force[kind], (kind, r["plan"])
         assert r["cached"]["hit"] and r["cached"]["match"], r["cached"]
