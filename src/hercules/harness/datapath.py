@@ -167,16 +167,20 @@ class MappedPack:
         self.layout = layout
         self.mapped = mmap.mmap(fd, layout.size, mmap.MAP_SHARED, mmap.PROT_READ)
 
+    def _bytes(self) -> torch.Tensor | None:
+        """The mapping as one uint8 tensor (None for an empty pack)."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # frombuffer warns that the mapping is read-only: it is meant to be
+            return torch.frombuffer(self.mapped, dtype=torch.uint8) if self.layout.size else None
+
     def values(self, device: torch.device | str = "cpu", clone: bool = True, start: int = 0) -> list[Any]:
         """The pack's values from the ``start``-th on; tensors copied to ``device`` (on the CPU cloned
         unless ``clone`` is False, in which case they are read-only views valid while the pack is open)."""
         device = torch.device(device)
         out: list[Any] = []
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # frombuffer warns that the mapping is read-only: it is meant to be
-            whole = torch.frombuffer(self.mapped, dtype=torch.uint8) if self.layout.size else None
+        whole = self._bytes()
         for slot, value in list(zip(self.layout.slots, self.layout.values))[start:]:
             if slot is None:
                 out.append(value)
@@ -195,11 +199,7 @@ class MappedPack:
         """Copy each tensor of the pack into the tensor at its place in ``targets`` (same shape and
         dtype), on whatever device that lives; plain values are skipped."""
         check_targets(self.layout, targets)
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a read-only mapping, as above
-            whole = torch.frombuffer(self.mapped, dtype=torch.uint8) if self.layout.size else None
+        whole = self._bytes()
         for slot, dst in zip(self.layout.slots, targets):
             if slot is not None and slot.nbytes and dst is not None:
                 dst.copy_(whole[slot.offset:slot.offset + slot.nbytes].view(dtype_of(slot.dtype)).reshape(slot.shape))

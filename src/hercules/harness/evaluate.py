@@ -824,8 +824,7 @@ class _Evaluation:
         burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", calls=calls,
                                      every_call=judged is not None)
         total_ms = (time.perf_counter() - started) * 1e3
-        result = (self._compare(None, burst, fds, "timed outputs", seeds=judged) if judged is not None
-                  else self._compare(seed, burst, fds, "timed outputs"))
+        result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
         if not result.correct:
             return None, burst.enqueue_ms, burst.executed_lines
         return max(0.0, total_ms - overhead_ms) / calls, burst.enqueue_ms, burst.executed_lines
