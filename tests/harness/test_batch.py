@@ -70,3 +70,26 @@ def test_pipelined_bench_evaluates_each_item_after_its_own_build(tmp_path):
     for item in items:
         name = item.candidate.name
         assert events.index(("built", name)) < events.index(("evaluated", name))
+
+
+def test_out_of_memory_beside_other_evaluations_is_judged_again_alone(tmp_path):
+    """A candidate that runs out of device memory while other evaluations share the device is
+    evaluated again once they are done; its first verdict is set aside, not recorded."""
+    problem = load_source(FIXTURES / "scale_relu.py").problems[0]
+    oom = GOOD.replace("return torch.relu", "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 14.00 GiB')\n        return torch.relu")
+    items = [BenchItem(problem, Candidate("good", GOOD, "test")), BenchItem(problem, Candidate("oom", oom, "test"))]
+    options = EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01,
+                          cache_dir=tmp_path / "cache")
+    events = []
+    rows = run_bench(items, tmp_path / "run", options, eval_jobs=2,
+                     progress=lambda e, item, v: events.append((e, item.candidate.name)))
+    by_name = {r.item.candidate.name: r.verdict for r in rows}
+    assert by_name["good"].status is Status.OK
+    assert by_name["oom"].cause.value == "out_of_memory"
+    assert any("evaluated alone" in note for note in by_name["oom"].notes), by_name["oom"].notes
+    folder = item_dir(tmp_path / "run", items[1])
+    assert (folder / "verdict_beside_others.json").exists()
+    assert "evaluated alone" in (folder / "verdict.json").read_text()
+    assert events.count(("evaluated", "oom")) == 1
+    with sqlite3.connect(tmp_path / "run" / "results.sqlite") as db:
+        assert db.execute("select count(*) from verdicts").fetchone()[0] == 2

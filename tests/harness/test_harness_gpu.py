@@ -206,23 +206,6 @@ def test_pytorch_convolution_candidate_is_correct_in_strict_fp32(tmp_path):
     assert "precision_downcast" not in verdict.flags
 
 
-# ---- red team on the GPU: the candidate's process rewrites what it reports --------------------
-
-REDTEAM = Path(__file__).resolve().parents[1] / "redteam"
-
-
-@pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "content_cache.py",
-                                  "skip_every_other.py", "detached_forger.py", "load_left_behind.py"])
-def test_redteam_on_the_gpu_is_caught_or_not_faster(name, tmp_path):
-    problem = load_source(REDTEAM / "problem_matmul.py").problems[0]
-    candidate = Candidate(name, (REDTEAM / name).read_text(), "test")
-    verdict = evaluate(problem, candidate, EvalOptions(device="cuda", cache_dir=tmp_path / "cache",
-                                                       baselines=("eager",)))
-    caught = verdict.status is not Status.OK or bool(verdict.flags)
-    assert caught or (verdict.speedup.eager or 0) <= 1.5, (verdict.status, verdict.flags, verdict.speedup,
-                                                             verdict.timing)
-
-
 PERSISTING_L2 = '''
 import ctypes
 import torch

@@ -1,7 +1,7 @@
 """Red team: candidates that attack the evaluating process, its neighbours and its numbers.
 
-Each runs through ``hercules eval --device cpu --json`` in a subprocess (real sandbox, real worker
-processes), beside the honest control. The rule for a hostile candidate is the one the evaluation
+Each runs through ``hercules eval --device D --json`` in a subprocess (real sandbox, real worker
+processes), beside the honest control, on the CPU and (GPU mark, skipped without one) on the GPU. The rule for a hostile candidate is the one the evaluation
 core promises: caught (status not ``ok``, or a flag) or not reported faster than 1.5x eager; the
 command always prints exactly one verdict object, written by the parent, within 240 s; nothing the
 candidate started is alive afterwards.
@@ -25,15 +25,24 @@ LIMIT_S = 240
 NOT_FASTER_THAN = 1.5
 
 
-def _eval(name: str, tmp_path: Path, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request) -> str:
+    return request.param
+
+
+def _eval(name: str, tmp_path: Path, device: str, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
     env["HERCULES_CACHE_DIR"] = str(tmp_path / "cache")
     env.update(extra_env or {})
+    # The torch.compile baselines (10-30 s to build per evaluation, and each test has its own
+    # cache) have nothing to do with the attacks, and the rule is against eager; on the GPU the
+    # CUDA-graph baseline stays (it is the one that amortises launches as some exploits do).
+    baselines = ["--baselines", "eager,cudagraph" if device == "cuda" else "eager"]
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "hercules.cli", "eval", "--problem", str(PROBLEM), "--candidate", str(CORPUS / name),
-         "--device", "cpu", "--json", "--trials", "3", "--budget", "0.1"],
+         "--device", device, "--json", "--trials", "3", "--budget", "0.1", *baselines],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=LIMIT_S + 60)
     seconds = time.monotonic() - started
     context = f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-2000:]}\n--- stderr ---\n{proc.stderr[-2000:]}"
@@ -67,8 +76,8 @@ def _caught_or_not_faster(verdict: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def honest(tmp_path_factory) -> dict:
-    verdict, _ = _eval("honest.py", tmp_path_factory.mktemp("honest"))
+def honest(tmp_path_factory, device) -> dict:
+    verdict, _ = _eval("honest.py", tmp_path_factory.mktemp("honest"), device)
     return verdict
 
 
@@ -89,8 +98,8 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "forged_reply_cpp.py",
                                   "content_cache.py", "skip_every_other.py", "skip_with_protocol_knowledge.py"])
-def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path):
-    verdict, _ = _eval(name, tmp_path)
+def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path, device):
+    verdict, _ = _eval(name, tmp_path, device)
     # The exploits refuse to load when they find nothing to attack: a build error means the attack
     # never ran, which proves nothing about the core.
     assert verdict["status"] != "build_error", verdict.get("error")
@@ -98,14 +107,14 @@ def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_pa
 
 
 @pytest.mark.slow
-def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_with_the_evaluation(tmp_path):
-    verdict, _ = _eval("detached_forger.py", tmp_path)  # _eval asserts one unforged object, exit 0
+def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_with_the_evaluation(tmp_path, device):
+    verdict, _ = _eval("detached_forger.py", tmp_path, device)  # _eval asserts one unforged object, exit 0
     _caught_or_not_faster(verdict)
     assert _no_process_with("313.7"), "the detached process outlived its evaluation"
 
 
 @pytest.mark.slow
-def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(tmp_path, monkeypatch):
+def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(tmp_path, monkeypatch, device):
     """The dynamic defence alone (the static scan sees the worker module being reached)."""
     import hercules.harness.static_scan as scan
     from hercules.harness.evaluate import EvalOptions, evaluate
@@ -115,28 +124,32 @@ def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_sca
     monkeypatch.setattr(scan, "scan_candidate", lambda code, dtype="float32": [])
     name = "skip_with_protocol_knowledge.py"
     verdict = evaluate(load_source(PROBLEM).problems[0], Candidate(name, (CORPUS / name).read_text(), "test"),
-                       EvalOptions(device="cpu", trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache"))
+                       EvalOptions(device=device, trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache",
+                                   baselines=("eager",)))
     assert verdict.status.value != "build_error", verdict.error
     _caught_or_not_faster(verdict.to_json())
 
 
 @pytest.mark.slow
-def test_outputs_in_a_pack_that_could_still_change_are_a_forged_reply(tmp_path):
-    verdict, _ = _eval("unsealed_outputs.py", tmp_path)
+def test_outputs_in_a_pack_that_could_still_change_are_a_forged_reply(tmp_path, device):
+    verdict, _ = _eval("unsealed_outputs.py", tmp_path, device)
     assert verdict["status"] == "runtime_error" and verdict["cause"] == "protocol", verdict.get("error")
-    assert "pack was refused" in verdict["error"] and "not sealed" in verdict["error"], verdict["error"]
+    # A memory file must be sealed against writes; a device pack's layout cannot claim more bytes
+    # than were allocated (mapping it fails).
+    expected = "not sealed" if verdict.get("datapath") != "cuda" else "failed"
+    assert "pack was refused" in verdict["error"] and expected in verdict["error"], verdict["error"]
 
 
 @pytest.mark.slow
-def test_load_left_behind_cannot_slow_the_baselines(tmp_path):
-    verdict, _ = _eval("load_left_behind.py", tmp_path)
+def test_load_left_behind_cannot_slow_the_baselines(tmp_path, device):
+    verdict, _ = _eval("load_left_behind.py", tmp_path, device)
     _caught_or_not_faster(verdict)
     assert _no_process_with("hercules-burner"), "the load outlived its evaluation"
 
 
 @pytest.mark.slow
-def test_run_folder_store_and_caches_cannot_be_edited(tmp_path):
-    verdict, _ = _eval("poison_files.py", tmp_path)
+def test_run_folder_store_and_caches_cannot_be_edited(tmp_path, device):
+    verdict, _ = _eval("poison_files.py", tmp_path, device)
     _caught_or_not_faster(verdict)
     for path in (tmp_path / "cache").rglob("*.json"):
         assert "FORGED" not in path.read_text()
@@ -147,26 +160,26 @@ def test_run_folder_store_and_caches_cannot_be_edited(tmp_path):
 
 
 @pytest.mark.slow
-def test_other_processes_memory_is_out_of_reach(tmp_path):
-    verdict, _ = _eval("read_other_memory.py", tmp_path)
+def test_other_processes_memory_is_out_of_reach(tmp_path, device):
+    verdict, _ = _eval("read_other_memory.py", tmp_path, device)
     assert verdict["status"] == "incorrect", verdict
 
 
 @pytest.mark.slow
-def test_hung_forward_is_a_timeout_within_the_derived_bound(tmp_path):
-    verdict, seconds = _eval("hang.py", tmp_path)
+def test_hung_forward_is_a_timeout_within_the_derived_bound(tmp_path, device):
+    verdict, seconds = _eval("hang.py", tmp_path, device)
     assert verdict["status"] == "timeout" and verdict["cause"] == "timeout", verdict
     assert verdict["limits"]["first_call_s"] < 120 and seconds < 150
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fork_bomb.py", "memory_bomb.py"])
-def test_bombs_end_as_the_candidates_failure(name, tmp_path):
-    verdict, _ = _eval(name, tmp_path, {"HERCULES_SANDBOX_MEMORY_GB": "2"})
+def test_bombs_end_as_the_candidates_failure(name, tmp_path, device):
+    verdict, _ = _eval(name, tmp_path, device, {"HERCULES_SANDBOX_MEMORY_GB": "2"})
     assert verdict["status"] == "crash" and verdict["cause"] == "sandbox_refusal", verdict
 
 
 @pytest.mark.slow
-def test_killing_the_parent_is_out_of_reach(tmp_path):
-    verdict, _ = _eval("kill_parent.py", tmp_path)  # one verdict, exit status 0
+def test_killing_the_parent_is_out_of_reach(tmp_path, device):
+    verdict, _ = _eval("kill_parent.py", tmp_path, device)  # one verdict, exit status 0
     assert verdict["status"] in {"ok", "incorrect", "crash", "runtime_error"}

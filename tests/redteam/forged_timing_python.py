@@ -16,7 +16,8 @@ if _worker is None:  # an exploit that finds nothing to attack must not pass as 
     raise ImportError("the evaluation worker's module is not in sys.modules")
 _integrity = sys.modules.get("hercules.harness.integrity")
 if _worker is not None:
-    _real_time = _worker._timing.time_callable
+    _timing = _worker._timing
+    _real_time = _timing.time_callable
 
     def _forged_time(*args, **kwargs):
         result = _real_time(*args, **kwargs)
@@ -26,7 +27,7 @@ if _worker is not None:
 
     class _Forged:
         def __getattr__(self, name):
-            return _forged_time if name == "time_callable" else getattr(_worker._timing, name)
+            return _forged_time if name == "time_callable" else getattr(_timing, name)
 
     _worker._timing = _Forged()
 if _integrity is not None:

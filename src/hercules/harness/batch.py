@@ -26,7 +26,8 @@ from hercules.harness import build as build_mod
 from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device, start_candidate_worker
 from hercules.harness.ipc import WorkerDied, WorkerTimeout, private_dir
-from hercules.harness.records import Verdict, verdict_from_json
+from hercules.fileio import write_text_atomic
+from hercules.harness.records import Cause, Verdict, verdict_from_json
 from hercules.problems.model import Candidate, Problem
 from hercules.store import ResultStore
 
@@ -129,10 +130,18 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
     # trials share it, and a second evaluation may start its workers and load its build meanwhile.
     gpu_lock = DeviceLock()
     jobs = eval_jobs or (2 if device.type == "cuda" else 1)
+    alone: list[BenchItem] = []
 
-    def one(item: BenchItem) -> BenchRow:
+    def one(item: BenchItem) -> BenchRow | None:
         verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=item_dir(run_dir, item)),
                            gpu_lock=gpu_lock)
+        if jobs > 1 and verdict.cause is Cause.OUT_OF_MEMORY:
+            # Out of device memory beside other evaluations (KernelBench 36_RMSNorm_'s reference,
+            # 14 GiB asked with 12 free beside two others on the H200): judged again alone, once
+            # the others are done. Its verdict file is set aside so that a resumed run does so too.
+            _set_aside(item_dir(run_dir, item))
+            alone.append(item)
+            return None
         _record(store, run_id, item, verdict)
         return BenchRow(item, verdict, resumed=False)
 
@@ -162,16 +171,32 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
                             evaluating.add(pool.submit(one, item))
                         else:
                             evaluating.discard(future)
-                            finished(future.result())
+                            if (row := future.result()) is not None:
+                                finished(row)
         else:
             prebuild(pending, build_options, build_jobs or cpus, on_done=lambda item, _err: built(item))
             for future in as_completed([pool.submit(one, item) for item in pending]):
-                finished(future.result())
+                if (row := future.result()) is not None:
+                    finished(row)
+    for item in alone:
+        folder = item_dir(run_dir, item)
+        verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=folder), gpu_lock=gpu_lock)
+        verdict = replace(verdict, notes=verdict.notes + (
+            f"evaluated alone: out of device memory beside {jobs - 1} other evaluation(s) at first",))
+        write_text_atomic(folder / "verdict.json", json.dumps(verdict.to_json(), indent=1))
+        _record(store, run_id, item, verdict)
+        finished(BenchRow(item, verdict, resumed=False))
     store.finish_run(run_id)
     store.close()
     order = {id(item): i for i, item in enumerate(items)}
     rows.sort(key=lambda r: order.get(id(r.item), 0))
     return rows
+
+
+def _set_aside(folder: Path) -> None:
+    verdict = folder / "verdict.json"
+    if verdict.exists():
+        verdict.replace(folder / "verdict_beside_others.json")
 
 
 def _record(store: ResultStore, run_id: int, item: BenchItem, verdict: Verdict) -> None:

@@ -92,7 +92,13 @@ PARENT_SLACK_MS = 1.0
 FRESH_ROUNDS_MIN = 3
 FRESH_ROUNDS_MAX = 12
 FRESH_PASS_BYTES = 256 << 20
-FRESH_PASS_CALLS = 32
+# Calls per pass, by device. A pass's figure carries its round trip's noise divided by its calls,
+# and the slack allowed for it is that round trip over the calls. On the H200, with 32 calls, a
+# candidate that ran 1 of the long burst's 2,000 unjudged calls of a 0.12 ms product (red team
+# skip_with_protocol_knowledge, static scan off) came out ok at 97x: the slack of handing over 32
+# sets, over 32, exceeded the call. On the CPU the slack is floored at PARENT_SLACK_MS whatever the
+# calls, so more of them buy nothing there.
+FRESH_PASS_CALLS = {"cuda": 256, "cpu": 32}
 FRESH_TOTAL_BYTES = 1 << 30
 BURST_MAX_CALLS = 2000
 # Deadlines derived from the reference's own cost: a hung candidate is ended after the base plus
@@ -719,13 +725,13 @@ class _Evaluation:
         # lands on timing set 0, refreshed above, so its outputs are judged against fresh values.
         event_ms = in_process.median_ms
         calls = 1 if interpreted else _burst_calls(max(event_ms, 1e-4), overhead_ms, sets)
-        wall_ms, enqueue_ms, lines = self._burst_wall(calls, overhead_ms, revalidation_seeds[0], event_ms)
+        wall_ms, enqueue_ms, lines = self._burst_wall(calls, revalidation_seeds[0], event_ms)
         executed.update(lines)
         if wall_ms is None:
             return _revalidation_failed(findings, "outputs of the timed calls are wrong (judged against the "
                                                   "refreshed values)")
         if self._hidden_work(event_ms, wall_ms, enqueue_ms):
-            retry = self._burst_wall(calls, overhead_ms, revalidation_seeds[0], event_ms)  # busy host?
+            retry = self._burst_wall(calls, revalidation_seeds[0], event_ms)  # busy host?
             if retry[0] is not None and retry[0] < wall_ms:
                 wall_ms, enqueue_ms = retry[0], retry[1]
         # The same calls on values never seen before: every set refreshed, then one pass over the
@@ -734,9 +740,16 @@ class _Evaluation:
         fresh_ms = None if interpreted else self._fresh_pass_ms(sets, max(event_ms, wall_ms))
         if fresh_ms is None and not interpreted:
             return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
+        seen_ms = getattr(self, "seen_pass_ms", wall_ms)
+        if wall_ms <= 0.0 and not interpreted:
+            # The long burst took no longer than an empty one, measured twice: no figure at all. The
+            # pass whose every call was judged bounds the time instead (a candidate that loads the
+            # host to hide a skipped burst gains nothing).
+            self.notes.append("the long burst was no longer than the calibrated round trip (a loaded host?): "
+                              "the pass with every call judged bounds the time")
+            wall_ms = seen_ms
         bound_ms = max(event_ms, wall_ms)
         pass_sets = getattr(self, "fresh_pass_sets", sets)
-        seen_ms = getattr(self, "seen_pass_ms", wall_ms)
         slack_ms = (WALL_SLACK_MS + getattr(self, "fresh_overhead_ms", overhead_ms)) / pass_sets
         if self.device.type != "cuda":
             # Two evaluations sharing a loaded 2-core host delay single passes by milliseconds
@@ -782,17 +795,18 @@ class _Evaluation:
                                   + ", ".join(streams[:3]))
         return MeasureOutcome(timing=timing, findings=tuple(_unique(findings)), executed_lines=frozenset(executed))
 
-    def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0) -> float:
+    def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0, again: bool = False) -> float:
         """What a reply carrying ``outputs_of`` calls' outputs costs with no call at all, measured on
         the trusted side: the round trip and the packing the candidate's bursts also pay; with
         ``inputs_of``, also receiving and placing that many input sets with the request (a fresh
         pass). Measured once per evaluation and shape (best of 3) and used for the candidate and
         every baseline alike: with a 3.2 GB output (KernelBench 11_4D_tensor_matrix_multiplication)
         each calibration took ~7 s on the H200 through host memory, and measuring it again for each
-        of four baselines took 88 of the evaluation's 388 s."""
+        of four baselines took 88 of the evaluation's 388 s. ``again``: measure it anew (a burst came
+        back sooner than this calibration says an empty one takes)."""
         key = (outputs_of, inputs_of)
-        if key not in self._calibrated_overhead_ms:
-            best = math.inf
+        if again or key not in self._calibrated_overhead_ms:
+            samples: list[float] = []
             for _ in range(3):
                 fds, fields = (), {}
                 if inputs_of:
@@ -803,30 +817,40 @@ class _Evaluation:
                     started = time.perf_counter()
                     raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration", fds,
                                         name="", calls=0, seed=self.trial_seeds[0], outputs_of=outputs_of, **fields)
-                    best = min(best, (time.perf_counter() - started) * 1e3)
+                    samples.append((time.perf_counter() - started) * 1e3)
                 finally:
                     self._close_fds(fds)
                 self._close_fds(raw.get("_fds") or [])
-            self._calibrated_overhead_ms[key] = best
+            self._calibrated_overhead_ms[key] = min(samples)
         return self._calibrated_overhead_ms[key]
 
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
         raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
         return raw["_fds"][0], raw["layout"], int(raw["per_set"])
 
-    def _burst_wall(self, calls: int, overhead_ms: float, seed: int,
-                    event_ms: float, judged: list[int | None] | None = None) -> tuple[float | None, float, tuple[int, ...]]:
-        """(wall per call, enqueue per call, executed lines); wall None when the outputs are wrong.
+    def _burst_wall(self, calls: int, seed: int, event_ms: float,
+                    judged: list[int | None] | None = None) -> tuple[float | None, float, tuple[int, ...]]:
+        """(wall per call, enqueue per call, executed lines); wall None when the outputs are wrong,
+        0.0 when the burst took no longer than the calibrated round trip, even measured again.
         With ``judged`` (a seed or None per call) every call's outputs come back and are judged
         where a seed is given; otherwise the last call's, against ``seed``."""
         timeout = self._call_s(calls, per_call_s=event_ms / 1e3)
-        started = time.perf_counter()
-        burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", calls=calls,
-                                     every_call=judged is not None)
-        total_ms = (time.perf_counter() - started) * 1e3
-        result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
-        if not result.correct:
-            return None, burst.enqueue_ms, burst.executed_lines
+        outputs_of = calls if judged is not None else 1
+        overhead_ms = self._overhead_ms(outputs_of)
+        for attempt in range(2):
+            started = time.perf_counter()
+            burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", calls=calls,
+                                         every_call=judged is not None)
+            total_ms = (time.perf_counter() - started) * 1e3
+            result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
+            if not result.correct:
+                return None, burst.enqueue_ms, burst.executed_lines
+            if total_ms > overhead_ms or attempt:
+                break
+            # No burst can be quicker than an empty one with the same reply (its last call has to
+            # run): the calibration was taken under load (on the loaded 2-core CPU an honest 18 ms
+            # call once measured 0 this way). Both are measured again.
+            overhead_ms = self._overhead_ms(outputs_of, again=True)
         return max(0.0, total_ms - overhead_ms) / calls, burst.enqueue_ms, burst.executed_lines
 
     def _fresh_pass_ms(self, sets: int, per_call_ms: float) -> float | None:
@@ -835,10 +859,10 @@ class _Evaluation:
         # A pass of a few calls carries the round trip's jitter whole (on the loaded 2-core CPU an
         # honest 3-call pass read 10.6 and 16.7 ms per call against 0.11 ms in the long burst), so a
         # pass has as many calls (each on its own never-seen set) as make BURST_TARGET_MS, up to
-        # FRESH_PASS_CALLS and FRESH_PASS_BYTES of inputs; the first ``sets`` go into the timing
+        # FRESH_PASS_CALLS (by device) and FRESH_PASS_BYTES of inputs; the first ``sets`` go into the timing
         # buffers, where the pass on values just seen repeats them.
         set_bytes = max(1, getattr(self, "input_bytes", 1))
-        calls = int(min(FRESH_PASS_CALLS, max(sets, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3)))))
+        calls = int(min(FRESH_PASS_CALLS.get(self.device.type, 32), max(sets, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3)))))
         calls = max(1, min(calls, FRESH_PASS_BYTES // set_bytes))
         seen_calls = min(calls, sets)
         # A round also moves every call's outputs of both passes: through host memory a 3.2 GB output
@@ -851,7 +875,6 @@ class _Evaluation:
         figures: list[float] = []
         repeats: list[float] = []
         fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls)
-        seen_overhead_ms = self._overhead_ms(outputs_of=seen_calls)
         for _ in range(rounds):
             # The values travel with the timed request and every call's outputs come back judged:
             # nothing can be computed ahead of the clock (while values are written in, untimed)
@@ -870,8 +893,7 @@ class _Evaluation:
             figures.append(max(0.0, total_ms - fresh_overhead_ms) / calls)
             # The same buffers again, now on values just seen: the like-for-like comparison, so only
             # reuse of results makes the two differ. Its last call is judged.
-            seen, _enqueue, _lines = self._burst_wall(seen_calls, seen_overhead_ms, seeds[seen_calls - 1],
-                                                      per_call_ms,
+            seen, _enqueue, _lines = self._burst_wall(seen_calls, seeds[seen_calls - 1], per_call_ms,
                                                       judged=[None] * (seen_calls - 1) + [seeds[seen_calls - 1]])
             if seen is None:
                 return None
