@@ -36,3 +36,16 @@ def llm_server():
 
     with ScriptedServer() as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def sm90_build():
+    """The CUDA sources of test_cuda_templates and test_cuda_gemv_splitk_pdl in ONE translation
+    unit, compiled for sm_90 by nvcc once: (ok, compiler output, the bodies compiled)."""
+    from compile_helpers import cuda_template_bodies, gemv_split_pdl_bodies
+
+    from hercules.compile.templates import cuda_build
+
+    bodies = list(dict.fromkeys(cuda_template_bodies() + gemv_split_pdl_bodies()))
+    ok, log = cuda_build.syntax_check("\n".join(bodies))
+    return ok, log, set(bodies)

@@ -8,36 +8,19 @@ import shutil
 
 import pytest
 
-from hercules.compile.constraints import DeviceInfo, check
+from compile_helpers import H200, gemv_split_pdl_bodies, gemv_split_pdl_points
+
+from hercules.compile.constraints import check
 from hercules.compile.regions import ModelSpec, derive_regions
-from hercules.compile.templates import cuda_build
 from hercules.compile.templates.cuda_templates import CUDA_TEMPLATES
 
-H200 = DeviceInfo(type="cuda", name="NVIDIA H200 (stand-in)", sm=(9, 0), smem_per_block_optin=227 * 1024,
-                  sm_count=132)
-LLAMA_1B = ModelSpec("llama", 2048, 8192, 16, 32, 8, 64, 128256, 1e-5, True, "bfloat16", False)
-TINY_FP32 = ModelSpec("qwen3", 256, 384, 2, 4, 2, 64, 300, 1e-6, True, "float32", True)
 GEMVS = [t for t in CUDA_TEMPLATES if "gemv" in t.name]
-
-
-def _points(batch_specs=((LLAMA_1B, 1), (TINY_FP32, 3))):
-    """(template, region, point) for every feasible (KSPLIT, PDL) pair of every GEMV template."""
-    out = []
-    for spec, batch in batch_specs:
-        for r in derive_regions(spec, batch=batch).values():
-            for t in GEMVS:
-                if not t.applies(r):
-                    continue
-                feasible = [p for p in t.space(r) if not check(t, p, r, H200)]
-                for pair in {(p["KSPLIT"], p["PDL"]) for p in feasible}:
-                    out.append((t, r, next(p for p in feasible if (p["KSPLIT"], p["PDL"]) == pair)))
-    return out
 
 
 def test_plain_points_render_the_source_cached_plans_name():
     """KSPLIT 1 / PDL 0 renders exactly what a plan cached before these parameters renders from its
     params (no KSPLIT, no PDL): same source, same function name, so its module loads from cache."""
-    for t, r, p in _points():
+    for t, r, p in gemv_split_pdl_points():
         if p["KSPLIT"] == 1 and p["PDL"] == 0:
             old = {k: v for k, v in p.items() if k not in ("KSPLIT", "PDL")}
             assert t.render(p, r) == t.render(old, r), (t.name, r.kind)
@@ -70,13 +53,14 @@ def test_split_k_points_need_whole_blocks_and_aligned_slices():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-def test_split_k_and_pdl_gemv_sources_compile_for_sm90():
+def test_split_k_and_pdl_gemv_sources_compile_for_sm90(sm90_build):
     """Every (KSPLIT, PDL) pair of every CUDA GEMV template at Llama-3.2-1B shapes (bf16, batch 1)
     and a tiny fp32 shape (batch 3), every region it applies to, in one translation unit built for
-    sm_90 (griddepcontrol needs it): catches C++/PTX errors without a GPU (no run)."""
-    pts = _points()
+    sm_90 (griddepcontrol needs it): catches C++/PTX errors without a GPU (no run). The unit is
+    shared with test_rendered_cuda_sources_compile_with_nvcc (one nvcc run for both)."""
+    pts = gemv_split_pdl_points()
     assert {(p["KSPLIT"], p["PDL"]) for _, _, p in pts} == {(k, d) for k in (1, 2, 4) for d in (0, 1)}
     assert {t.name for t, _, _ in pts} == {t.name for t in GEMVS}
-    bodies = [t.render(p, r)[0] for t, r, p in pts]
-    ok, log = cuda_build.syntax_check("\n".join(dict.fromkeys(bodies)))
+    ok, log, compiled = sm90_build
+    assert set(gemv_split_pdl_bodies()) <= compiled
     assert ok, log[-4000:]
