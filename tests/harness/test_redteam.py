@@ -52,7 +52,18 @@ def _eval(name: str, tmp_path: Path, device: str, extra_env: dict[str, str] | No
     assert text[end:].strip() == "", f"more than one object on stdout; {context}"
     assert verdict.get("candidate") != "FORGED-VERDICT", context
     assert seconds < LIMIT_S, f"took {seconds:.0f} s"
+    _summary(name, device, verdict, seconds)
     return verdict, seconds
+
+
+def _summary(name: str, device: str, verdict: dict, seconds: float | None = None) -> None:
+    """One line per evaluation (``pytest -s`` shows them): the red-team table's row."""
+    timing = verdict.get("timing") or {}
+    print(f"\nREDTEAM {device} {name}: {verdict['status']} flags={verdict['flags']} "
+          f"speedup={(verdict.get('speedup') or {}).get('eager')} median={timing.get('median_ms')} "
+          f"events={timing.get('event_median_ms')} wall={timing.get('wall_ms')} judged={timing.get('judged_ms')} "
+          f"seen={timing.get('seen_ms')} bounded_by={timing.get('bounded_by')}"
+          + (f" in {seconds:.0f} s" if seconds is not None else ""))
 
 
 def _no_process_with(marker: str) -> bool:
@@ -97,7 +108,8 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "forged_reply_cpp.py",
-                                  "content_cache.py", "skip_every_other.py", "skip_with_protocol_knowledge.py"])
+                                  "content_cache.py", "skip_every_other.py", "skip_with_protocol_knowledge.py",
+                                  "skip_half_with_protocol_knowledge.py"])
 def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path, device):
     verdict, _ = _eval(name, tmp_path, device)
     # The exploits refuse to load when they find nothing to attack: a build error means the attack
@@ -114,19 +126,22 @@ def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_w
 
 
 @pytest.mark.slow
-def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(tmp_path, monkeypatch, device):
-    """The dynamic defence alone (the static scan sees the worker module being reached)."""
+@pytest.mark.parametrize("name", ["skip_with_protocol_knowledge.py", "skip_half_with_protocol_knowledge.py"])
+def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(name, tmp_path, monkeypatch, device):
+    """The dynamic defence alone (the static scan sees the worker module being reached): every
+    call skipped but the judged one is flagged; half of them skipped (2x, short of a flag) is held
+    to the passes whose every call is judged."""
     import hercules.harness.static_scan as scan
     from hercules.harness.evaluate import EvalOptions, evaluate
     from hercules.problems.loaders import load_source
     from hercules.problems.model import Candidate
 
     monkeypatch.setattr(scan, "scan_candidate", lambda code, dtype="float32": [])
-    name = "skip_with_protocol_knowledge.py"
     verdict = evaluate(load_source(PROBLEM).problems[0], Candidate(name, (CORPUS / name).read_text(), "test"),
                        EvalOptions(device=device, trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache",
                                    baselines=("eager",)))
     assert verdict.status.value != "build_error", verdict.error
+    _summary(f"{name} (static scan off)", device, verdict.to_json())
     _caught_or_not_faster(verdict.to_json())
 
 

@@ -99,6 +99,19 @@ FRESH_PASS_BYTES = 256 << 20
 # sets, over 32, exceeded the call. On the CPU the slack is floored at PARENT_SLACK_MS whatever the
 # calls, so more of them buy nothing there.
 FRESH_PASS_CALLS = {"cuda": 256, "cpu": 32}
+# Passes whose every call is judged floor the time, whatever the long burst says: a candidate that
+# skips calls where only the last is judged, fewer than would make a fresh pass FRESH_RATIO_LIMIT
+# times slower (half of them: ok at 2.2x on the H200, red team skip_half_with_protocol_knowledge
+# with the static scan off), is held to its fastest judged pass over JUDGED_RATIO_LIMIT, less what
+# that figure can be off by per pass: JUDGED_CALIBRATION_ERROR of its calibrated round trip (taken
+# as the least of several) and JUDGED_REQUEST_MS that a request costs the candidate's process and
+# no calibration sees (1.5-7 ms per burst on the H200, cause not found). Only passes of at least
+# JUDGED_MIN_CALLS calls: with one call (a 512 MB input set, KernelBench 95_CrossEntropyLoss) an
+# honest pass read 1.23 ms against 0.43 ms in the long burst.
+JUDGED_RATIO_LIMIT = 1.2
+JUDGED_CALIBRATION_ERROR = 0.1
+JUDGED_REQUEST_MS = 2.0
+JUDGED_MIN_CALLS = 32
 FRESH_TOTAL_BYTES = 1 << 30
 BURST_MAX_CALLS = 2000
 # ...and at most this long by the parent's own single-call figures: a candidate whose events claim
@@ -271,6 +284,34 @@ def _revalidation_failed(findings: list[Finding], message: str) -> MeasureOutcom
     return MeasureOutcome(timing=None, findings=tuple(findings), revalidated=False, revalidation_error=message)
 
 
+@dataclass(frozen=True)
+class JudgedPasses:
+    """Per-call figures of the passes whose every call comes back (``_judged_passes``), on the
+    parent's clock, each round's calibrated empty round trip taken off."""
+
+    fresh_ms: float  # the fastest pass over never-seen values, every call judged
+    seen_ms: float  # the median pass over the timing buffers on values just seen, the last call judged
+    seen_fastest_ms: float
+    calls: int  # per pass, fresh and seen alike
+    fresh_overhead_ms: float  # the least empty round trip carrying ``calls`` input sets and outputs
+    seen_overhead_ms: float  # ... carrying ``calls`` outputs alone
+
+    def fresh_slack_ms(self, floor_ms: float = 0.0) -> float:
+        """What the fresh figure may be off by per call: its whole calibrated round trip."""
+        return max(floor_ms, (WALL_SLACK_MS + self.fresh_overhead_ms) / self.calls)
+
+    def seen_slack_ms(self, floor_ms: float = 0.0) -> float:
+        return max(floor_ms, (WALL_SLACK_MS + self.seen_overhead_ms) / self.calls)
+
+    def floor_ms(self) -> float:
+        """A per-call time no candidate that runs every call can go below (JUDGED_RATIO_LIMIT); 0
+        for passes too short to say (JUDGED_MIN_CALLS)."""
+        if self.calls < JUDGED_MIN_CALLS:
+            return 0.0
+        error = (WALL_SLACK_MS + JUDGED_REQUEST_MS + JUDGED_CALIBRATION_ERROR * self.fresh_overhead_ms) / self.calls
+        return max(0.0, self.fresh_ms - error) / JUDGED_RATIO_LIMIT
+
+
 class _Evaluation:
     def __init__(self, problem, candidate, options, device, workdir, gpu_lock, occupancy=None):
         self.problem: Problem = problem
@@ -290,6 +331,7 @@ class _Evaluation:
         self.ref_call_s: float | None = None
         self.specs: list[dict[str, Any]] | None = None
         self._calibrated_overhead_ms: dict[tuple[int, int], float] = {}
+        self.pack_ms: dict[str, list[float]] = {"candidate": [], "calibration": []}  # diagnosis (reported)
         self.trial_seeds: list[int] = []
         self.signature: str = ""
         self.datapath = "memfd"
@@ -731,7 +773,7 @@ class _Evaluation:
         calls = 1 if interpreted else _burst_calls(max(event_ms, 1e-4), overhead_ms, sets)
         parent_single_ms = min((w for w in fresh_walls + seen_walls if w > 0), default=0.0)
         if parent_single_ms * calls > BURST_MAX_MS:  # the events understate the calls (or are forged)
-            calls = max(1, (int(BURST_MAX_MS / parent_single_ms) - 1) // sets * sets + 1)  # last lands on set 0
+            calls = _landing_on_set0(int(BURST_MAX_MS / parent_single_ms), sets)
         wall_ms, enqueue_ms, lines = self._burst_wall(calls, revalidation_seeds[0], event_ms)
         executed.update(lines)
         if wall_ms is None:
@@ -741,72 +783,50 @@ class _Evaluation:
             retry = self._burst_wall(calls, revalidation_seeds[0], event_ms)  # busy host?
             if retry[0] is not None and retry[0] < wall_ms:
                 wall_ms, enqueue_ms = retry[0], retry[1]
-        # The same calls on values never seen before: every set refreshed, then one pass over the
-        # sets, a few rounds. A cache keyed by content (or any result reuse across calls) makes
-        # the repeated-value burst above fast and these slow; honest code runs both alike.
-        fresh_ms = None if interpreted else self._fresh_pass_ms(sets, max(event_ms, wall_ms))
-        if fresh_ms is None and not interpreted:
-            return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
-        seen_ms = getattr(self, "seen_pass_ms", wall_ms)
-        if wall_ms <= 0.0 and not interpreted:
-            # The long burst took no longer than an empty one, measured twice: no figure at all. The
-            # pass whose every call was judged bounds the time instead (a candidate that loads the
-            # host to hide a skipped burst gains nothing).
-            self.notes.append("the long burst was no longer than the calibrated round trip (a loaded host?): "
-                              "the pass with every call judged bounds the time")
-            wall_ms = seen_ms
         bound_ms = max(event_ms, wall_ms)
-        pass_sets = getattr(self, "fresh_pass_sets", sets)
-        slack_ms = (WALL_SLACK_MS + getattr(self, "fresh_overhead_ms", overhead_ms)) / pass_sets
-        if self.device.type != "cuda":
-            # Two evaluations sharing a loaded 2-core host delay single passes by milliseconds
-            # (an honest candidate was flagged that way once): on the CPU only a reuse that saves
-            # more than PARENT_SLACK_MS per call is taken as one.
-            slack_ms = max(slack_ms, PARENT_SLACK_MS)
-
-        seen_slack_ms = (WALL_SLACK_MS + self._overhead_ms(getattr(self, "seen_pass_calls", 1))) / getattr(
-            self, "seen_pass_calls", 1)
-        if self.device.type != "cuda":
-            seen_slack_ms = max(seen_slack_ms, PARENT_SLACK_MS)
-
-        def skipped() -> bool:
-            # The pass on values just seen judges every call and carries no inputs, so its slack is
-            # the return of its outputs alone: a candidate that skips calls where only the last is
-            # judged runs them all there. Its fastest round (load only slows one). On the CPU the
-            # fresh passes' slack (the hand-over of 32 sets, over 32) let such a skip pass at 29x.
-            fastest = getattr(self, "seen_pass_fastest_ms", None)
-            return fastest is not None and fastest > FRESH_RATIO_LIMIT * wall_ms + seen_slack_ms
-
-        def reused(fresh: float) -> bool:
-            # Against the long burst: it repeats values as the seen pass does, so reused results
-            # make it as fast, and a candidate that skips calls where only the last is judged
-            # (knowing the protocol) is fast there, never in a fresh pass, whose every call is
-            # judged. Not against the seen pass (reported beside it): on the CPU it has as few
-            # calls as trial sets, and an honest one read 0.005 ms per call against 1.37 ms in
-            # the long burst (its round trip calibrated during load), which flagged the candidate.
-            return fresh > FRESH_RATIO_LIMIT * wall_ms + slack_ms
-
-        if fresh_ms is not None and (reused(fresh_ms) or skipped()):
-            # Once more before it counts: a burst of load from another process (a compiler on the
-            # 2-core host) can slow one round of passes; reuse of results slows every round.
-            again = self._fresh_pass_ms(sets, max(event_ms, wall_ms))
-            if again is None:
+        passes = None
+        if not interpreted:
+            # The same calls on values never seen before, every call judged. A cache keyed by
+            # content (or any result reuse across calls) makes the repeated-value burst above fast
+            # and these slow; honest code runs both alike.
+            passes = self._judged_passes(sets, max(event_ms, wall_ms))
+            if passes is None:
                 return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
-            again_seen = getattr(self, "seen_pass_ms", wall_ms)
-            if not (reused(again) or skipped()):
-                self.notes.append(f"one round of never-seen-value passes was slow ({fresh_ms:.4f} against "
-                                  f"{seen_ms:.4f} ms per call); measured again: {again:.4f} against {again_seen:.4f}")
-                fresh_ms, seen_ms = again, again_seen
-        if fresh_ms is not None and (reused(fresh_ms) or skipped()):
-            seen_fastest = getattr(self, "seen_pass_fastest_ms", 0.0)
-            findings.append(Finding(Flag.RESULT_CACHE.value,
-                                    f"{fresh_ms:.4f} ms per call on never-seen values and {seen_fastest:.4f} ms on the "
-                                    f"same values repeated, every call judged, against {wall_ms:.4f} ms in the long "
-                                    "burst, by the parent's clock (results reused, or calls skipped, across calls?)"))
-            bound_ms = max(bound_ms, fresh_ms, seen_fastest)
+            if wall_ms <= 0.0:
+                # The long burst took no longer than an empty one, measured twice: no figure at all.
+                # The pass whose every call was judged bounds the time instead (a candidate that
+                # loads the host to hide a skipped burst gains nothing).
+                self.notes.append("the long burst was no longer than the calibrated round trip (a loaded host?): "
+                                  "the pass with every call judged bounds the time")
+                wall_ms = passes.seen_ms
+                bound_ms = max(event_ms, wall_ms)
+            passes, caught = self._judge_passes(passes, sets, event_ms, wall_ms)
+            if passes is None:
+                return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
+            if caught:
+                findings.append(Finding(Flag.RESULT_CACHE.value,
+                                        f"{passes.fresh_ms:.4f} ms per call on never-seen values and "
+                                        f"{passes.seen_fastest_ms:.4f} ms on the same values repeated, every call "
+                                        f"judged, against {wall_ms:.4f} ms in the long burst, by the parent's clock "
+                                        "(results reused, or calls skipped, across calls?)"))
+                bound_ms = max(bound_ms, passes.fresh_ms, passes.seen_fastest_ms)
+            elif passes.floor_ms() > bound_ms:
+                self.notes.append(f"time floored by the passes with every call judged: {passes.fresh_ms:.4f} ms per "
+                                  f"call on never-seen values against {wall_ms:.4f} ms in the long burst")
+                bound_ms = passes.floor_ms()
         timing = replace(in_process, wall_ms=wall_ms, event_median_ms=event_ms, median_ms=bound_ms,
-                         bounded_by="events" if bound_ms == event_ms else "wall")
+                         bounded_by="events" if bound_ms == event_ms else "wall" if bound_ms == wall_ms else "judged",
+                         judged_ms=passes.fresh_ms if passes else None, seen_ms=passes.seen_ms if passes else None)
         unmeasured = wall_ms > WALL_RATIO_LIMIT * event_ms + WALL_SLACK_MS
+        packing = {k: statistics.median(v) for k, v in self.pack_ms.items() if v}
+        if self.device.type == "cuda" and len(packing) == 2 and packing["candidate"] > packing["calibration"] + 1.0:
+            # On the H200 the long burst read 10-18% above the events on some KernelBench problems
+            # with device packs (51_Argmax 1.137) and 1.03 with host files: a fixed few ms per burst
+            # inside the candidate's process. Its own report of packing, beside the calibration's
+            # (1.5-2.1 ms against 1.0-1.9 ms on five KernelBench problems: not the cause there).
+            self.notes.append(f"packing a long burst's outputs: {statistics.median(self.pack_ms['candidate']):.2f} ms "
+                              f"in the candidate's process (its report), "
+                              f"{statistics.median(self.pack_ms['calibration']):.2f} ms in the calibration")
         if self.device.type == "cuda":
             streams = self._streams()
             if unmeasured and (self._hidden_work(event_ms, wall_ms, enqueue_ms) or streams):
@@ -819,7 +839,8 @@ class _Evaluation:
                                   + ", ".join(streams[:3]))
         return MeasureOutcome(timing=timing, findings=tuple(_unique(findings)), executed_lines=frozenset(executed))
 
-    def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0, again: bool = False) -> float:
+    def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0, again: bool = False, samples: int = 3,
+                     least: bool = False) -> float:
         """What a reply carrying ``outputs_of`` calls' outputs costs with no call at all, measured on
         the trusted side: the round trip and the packing the candidate's bursts also pay; with
         ``inputs_of``, also receiving and placing that many input sets with the request (a fresh
@@ -827,11 +848,12 @@ class _Evaluation:
         every baseline alike: with a 3.2 GB output (KernelBench 11_4D_tensor_matrix_multiplication)
         each calibration took ~7 s on the H200 through host memory, and measuring it again for each
         of four baselines took 88 of the evaluation's 388 s. ``again``: measure it anew (a burst came
-        back sooner than this calibration says an empty one takes)."""
+        back sooner than this calibration says an empty one takes; ``samples`` of them, the least
+        kept); ``least``: keep the lesser of the new figure and the one before."""
         key = (outputs_of, inputs_of)
         if again or key not in self._calibrated_overhead_ms:
-            samples: list[float] = []
-            for _ in range(3):
+            taken: list[float] = []
+            for _ in range(samples):
                 fds, fields = (), {}
                 if inputs_of:
                     fd, layout, _per_set = self._inputs_many([self.trial_seeds[i % len(self.trial_seeds)]
@@ -841,11 +863,14 @@ class _Evaluation:
                     started = time.perf_counter()
                     raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration", fds,
                                         name="", calls=0, seed=self.trial_seeds[0], outputs_of=outputs_of, **fields)
-                    samples.append((time.perf_counter() - started) * 1e3)
+                    taken.append((time.perf_counter() - started) * 1e3)
+                    if raw.get("pack_ms") is not None and not inputs_of:
+                        self.pack_ms["calibration"].append(float(raw["pack_ms"]))
                 finally:
                     self._close_fds(fds)
                 self._close_fds(raw.get("_fds") or [])
-            self._calibrated_overhead_ms[key] = min(samples)
+            before = self._calibrated_overhead_ms.get(key) if least else None
+            self._calibrated_overhead_ms[key] = min(taken) if before is None else min(before, min(taken))
         return self._calibrated_overhead_ms[key]
 
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
@@ -866,6 +891,8 @@ class _Evaluation:
             burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", calls=calls,
                                          every_call=judged is not None)
             total_ms = (time.perf_counter() - started) * 1e3
+            if burst.pack_ms is not None and judged is None:
+                self.pack_ms["candidate"].append(burst.pack_ms)
             result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
             if not result.correct:
                 return None, burst.enqueue_ms, burst.executed_lines
@@ -877,38 +904,80 @@ class _Evaluation:
             overhead_ms = self._overhead_ms(outputs_of, again=True)
         return max(0.0, total_ms - overhead_ms) / calls, burst.enqueue_ms, burst.executed_lines
 
-    def _fresh_pass_ms(self, sets: int, per_call_ms: float) -> float | None:
-        """Per-call wall time of the fastest pass over never-seen values; None when any call's
-        outputs in a pass are wrong. ``sets``: the candidate's timing buffers.
+    def _judge_passes(self, passes: JudgedPasses, sets: int, event_ms: float,
+                      wall_ms: float) -> tuple[JudgedPasses | None, bool]:
+        """(the passes that count, whether they show results reused or calls skipped). A slow set
+        of passes is measured once more before it counts: a burst of load from another process (a
+        compiler on the 2-core host) can slow one set; reuse of results slows every one."""
+        # Two evaluations sharing a loaded 2-core host delay single passes by milliseconds (an
+        # honest candidate was flagged that way once): on the CPU only a reuse that saves more
+        # than PARENT_SLACK_MS per call is taken as one.
+        floor = PARENT_SLACK_MS if self.device.type != "cuda" else 0.0
 
-        The fastest, not the median: load only ever slows a pass, and reuse of results (or calls
-        skipped elsewhere) slows every one. On the loaded 2-core CPU the median of an honest
-        tiny problem's passes once read 16 ms per call against 0.02 ms in the long burst."""
+        def caught(found: JudgedPasses) -> bool:
+            # Reuse, against the long burst: it repeats values as the seen pass does, so reused
+            # results make it as fast, and a candidate that skips calls where only the last is
+            # judged is fast there, never in a fresh pass. Not against the seen pass: an honest one
+            # on the loaded CPU read 0.005 ms per call against 1.37 ms in the long burst.
+            reused = found.fresh_ms > FRESH_RATIO_LIMIT * wall_ms + found.fresh_slack_ms(floor)
+            # Skipping, against the same burst: the seen pass carries no inputs, so its slack is the
+            # return of its outputs alone (the fresh passes' slack, the hand-over of 32 sets over
+            # 32 calls, let a skipper pass at 29x on the CPU).
+            skipped = found.seen_fastest_ms > FRESH_RATIO_LIMIT * wall_ms + found.seen_slack_ms(floor)
+            return reused or skipped
+
+        if not caught(passes):
+            return passes, False
+        again = self._judged_passes(sets, max(event_ms, wall_ms))
+        if again is None:
+            return None, True
+        if caught(again):
+            return passes, True
+        self.notes.append(f"one set of never-seen-value passes was slow ({passes.fresh_ms:.4f} against "
+                          f"{passes.seen_ms:.4f} ms per call); measured again: {again.fresh_ms:.4f} against "
+                          f"{again.seen_ms:.4f}")
+        return again, False
+
+    def _judged_passes(self, sets: int, per_call_ms: float) -> JudgedPasses | None:
+        """Passes whose every call comes back, timed by the parent: over never-seen values (every
+        call judged), each followed by one over the timing buffers on the values just seen. None
+        when any judged call's outputs are wrong. ``sets``: the candidate's timing buffers.
+
+        The fastest fresh pass counts, not the median: load only ever slows a pass, and reuse of
+        results (or calls skipped elsewhere) slows every one. On the loaded 2-core CPU the median
+        of an honest tiny problem's passes once read 16 ms per call against 0.02 ms in the long
+        burst."""
         # A pass of a few calls carries the round trip's jitter whole (on the loaded 2-core CPU an
         # honest 3-call pass read 10.6 and 16.7 ms per call against 0.11 ms in the long burst), so a
         # pass has as many calls (each on its own never-seen set) as make BURST_TARGET_MS, up to
-        # FRESH_PASS_CALLS (by device) and FRESH_PASS_BYTES of inputs; the first ``sets`` go into the timing
-        # buffers, where the pass on values just seen repeats them.
+        # FRESH_PASS_CALLS (by device) and FRESH_PASS_BYTES of inputs; the first ``sets`` go into
+        # the timing buffers.
         set_bytes = max(1, getattr(self, "input_bytes", 1))
-        calls = int(min(FRESH_PASS_CALLS.get(self.device.type, 32), max(sets, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3)))))
+        calls = int(min(FRESH_PASS_CALLS.get(self.device.type, 32),
+                        max(sets, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3)))))
         calls = max(1, min(calls, FRESH_PASS_BYTES // set_bytes))
-        # The pass on values just seen goes round the buffers as often as the fresh pass has calls:
-        # with one call per buffer (3 on the CPU) its figure carried the round trip's noise over 3
-        # calls, and a skipper hid in it under load.
+        # The pass on values just seen goes round those buffers as often as the fresh pass has
+        # calls: with one call per buffer (3 on the CPU) its figure carried the round trip's noise
+        # over 3 calls, and a skipper hid in it under load.
         in_buffers = min(calls, sets)
-        seen_calls = calls
         # A round also moves every call's outputs of both passes: through host memory a 3.2 GB output
         # took ~6 s per burst on the H200. Where three rounds would move more than FRESH_TOTAL_BYTES
         # one round is taken (a slow round is measured again before it counts, as always).
-        round_bytes = calls * set_bytes + (calls + seen_calls) * _output_bytes(self.specs)
+        round_bytes = calls * set_bytes + 2 * calls * _output_bytes(self.specs)
         rounds = int(min(FRESH_ROUNDS_MAX, math.ceil(BURST_TARGET_MS / max(calls * per_call_ms, 1e-3)),
                          FRESH_TOTAL_BYTES // round_bytes))
         least = FRESH_ROUNDS_MIN if FRESH_ROUNDS_MIN * round_bytes <= FRESH_TOTAL_BYTES else 1
         rounds = planned = max(least, rounds)
-        figures: list[float] = []
+        totals: list[float] = []
         repeats: list[float] = []
+        # The empty round trip is measured again every round and the least kept: one calibration
+        # taken while another process loaded the host read high for a whole evaluation, and a
+        # skipper with the static scan off passed once in three at load average 8.
         fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls)
-        while len(figures) < rounds:
+        while len(totals) < rounds:
+            if totals:
+                fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls, again=True, samples=1,
+                                                      least=True)
             # The values travel with the timed request and every call's outputs come back judged:
             # nothing can be computed ahead of the clock (while values are written in, untimed)
             # and no call can be skipped (only the last call of a burst used to be judged).
@@ -925,27 +994,24 @@ class _Evaluation:
                 return None
             if total_ms <= fresh_overhead_ms:  # quicker than no call at all: calibrated under load
                 fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls, again=True)
-            figures.append(max(0.0, total_ms - fresh_overhead_ms) / calls)
+            totals.append(total_ms)
             # Rounds were planned from the figure being checked (events, the long burst); passes
             # all much slower than that (a result cache: 32 calls of 38 ms, not of 0.07 ms, on the
             # CPU) need no more rounds than their own length asks for: 12 such rounds, twice, made
             # one red-team evaluation's timing stage take 133 s. By the fastest pass so far: load
             # only ever slows a pass, and one slow pass must not cut an honest candidate's rounds.
-            rounds = min(planned, max(least, math.ceil(BURST_TARGET_MS / max(calls * min(figures), 1e-3))))
+            fastest = max(0.0, min(totals) - fresh_overhead_ms) / calls
+            rounds = min(planned, max(least, math.ceil(BURST_TARGET_MS / max(calls * fastest, 1e-3))))
             # The same buffers again, now on values just seen: the like-for-like comparison, so only
             # reuse of results makes the two differ. Its last call is judged.
-            last = seeds[(seen_calls - 1) % in_buffers]  # the buffer the last call lands on
-            seen, _enqueue, _lines = self._burst_wall(seen_calls, last, per_call_ms,
-                                                      judged=[None] * (seen_calls - 1) + [last])
+            last = seeds[(calls - 1) % in_buffers]  # the buffer the last call lands on
+            seen, _enqueue, _lines = self._burst_wall(calls, last, per_call_ms, judged=[None] * (calls - 1) + [last])
             if seen is None:
                 return None
             repeats.append(seen)
-        self.fresh_pass_sets = calls
-        self.fresh_overhead_ms = fresh_overhead_ms
-        self.seen_pass_ms = statistics.median(repeats)
-        self.seen_pass_fastest_ms = min(repeats)
-        self.seen_pass_calls = seen_calls
-        return min(figures)
+        return JudgedPasses(fresh_ms=max(0.0, min(totals) - fresh_overhead_ms) / calls,
+                            seen_ms=statistics.median(repeats), seen_fastest_ms=min(repeats), calls=calls,
+                            fresh_overhead_ms=fresh_overhead_ms, seen_overhead_ms=self._overhead_ms(calls))
 
     @staticmethod
     def _hidden_work(event_ms: float, wall_ms: float, enqueue_ms: float) -> bool:
@@ -1120,11 +1186,15 @@ def detect_interpreted(code: str) -> bool:
 
 
 def _burst_calls(per_call_ms: float, overhead_ms: float, sets: int) -> int:
-    """Enough calls for the burst to dwarf its fixed cost; one more than a multiple of the number
-    of input sets, so the last call lands on set 0."""
+    """Enough calls for the burst to dwarf its fixed cost, landing on set 0 (_landing_on_set0)."""
     target = max(BURST_TARGET_MS, 10.0 * overhead_ms)
-    calls = int(min(BURST_MAX_CALLS, max(3, math.ceil(target / per_call_ms))))
-    return (calls - 1) // sets * sets + 1 if sets > 1 else calls
+    return _landing_on_set0(int(min(BURST_MAX_CALLS, max(3, math.ceil(target / per_call_ms)))), sets)
+
+
+def _landing_on_set0(calls: int, sets: int) -> int:
+    """At most ``calls``, one more than a multiple of the number of input sets, so the last call
+    lands on set 0 (the set refreshed before timing, whose outputs are judged)."""
+    return max(1, (calls - 1) // sets * sets + 1) if sets > 1 else max(1, calls)
 
 
 def _run_findings(run: RunReply) -> list[Finding]:

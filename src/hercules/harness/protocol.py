@@ -32,6 +32,9 @@ def _number(value: Any, name: str, *, optional: bool = False, minimum: float | N
     return value
 
 
+PACK_SLOTS_MAX = 1 << 16
+
+
 def _strings(value: Any, name: str, limit: int = 64) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ProtocolError(f"{name} is not a list of strings")
@@ -99,7 +102,10 @@ class PackReply(Reply):
             raise ProtocolError(f"a pack reply carries one descriptor, not {fds}")
         if not isinstance(raw["layout"], dict):
             raise ProtocolError("layout is not a dict")
-        return cls(layout=raw["layout"], types=_strings(raw["types"], "types"), fds=fds)
+        # One type name per output of every call a burst returns (a fresh pass on the GPU: up to
+        # 256 calls): cut to 64 like other lists, they no longer matched the layout and the
+        # reference refused every honest pack of more than 64 outputs.
+        return cls(layout=raw["layout"], types=_strings(raw["types"], "types", limit=PACK_SLOTS_MAX), fds=fds)
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ class BurstReply(PackReply):
     op: ClassVar[str] = "burst"
     enqueue_ms: float = 0.0
     executed_lines: tuple[int, ...] = ()
+    pack_ms: float | None = None  # the worker's own report of packing the outputs: diagnosis only
 
     @classmethod
     def _parse(cls, raw):
@@ -152,7 +159,8 @@ class BurstReply(PackReply):
         if not isinstance(lines, (list, tuple)) or not all(isinstance(n, int) for n in lines):
             raise ProtocolError("executed_lines is not a list of ints")
         return cls(layout=base.layout, types=base.types, fds=base.fds,
-                   enqueue_ms=_number(raw["enqueue_ms"], "enqueue_ms"), executed_lines=tuple(lines[:100000]))
+                   enqueue_ms=_number(raw["enqueue_ms"], "enqueue_ms"), executed_lines=tuple(lines[:100000]),
+                   pack_ms=_number(raw.get("pack_ms"), "pack_ms", optional=True))
 
 
 TIMING_FIELDS = ("median_ms", "mean_ms", "min_ms", "max_ms", "iqr_ms", "std_ms")

@@ -115,7 +115,11 @@ class TimingResult:
     # The in-process figures come from the candidate's process and could be forged; the wall
     # figure is the parent's clock around calls whose last outputs arrive in the reply.
     event_median_ms: float | None = None
-    bounded_by: str = "events"  # "events" or "wall": which figure the time is
+    # "events", "wall" or "judged": which figure the time is ("judged": the floor set by the passes
+    # whose every call's outputs were judged, ``judged_ms`` per call over never-seen values).
+    bounded_by: str = "events"
+    judged_ms: float | None = None  # the fastest pass over never-seen values, every call judged
+    seen_ms: float | None = None  # the median pass over the timing buffers on values just seen
 
     @property
     def spread(self) -> float:

@@ -148,9 +148,13 @@ class PackEnds:
         """Outputs as a pack: exact tensors only; anything else (a subclass included) is sent as a
         type name, since converting it would run its code where the comparison happens."""
         plain = [o if type(o) is torch.Tensor else None for o in outs]
+        started = _perf_counter()
         fd, layout = write_pack(plain, "outputs", self.medium, self.device)
+        # Reported for diagnosis only (the parent's calibration is its own): how long the packing
+        # took in this process.
+        pack_ms = (_perf_counter() - started) * 1e3
         return {**fields, "layout": layout.to_message(), "types": [_type_name(o) for o in outs], "fds": 1,
-                "_fds": [fd]}
+                "_fds": [fd], "pack_ms": pack_ms}
 
     def op_datapath(self, msg):
         """Use ``medium`` for every later pack this worker writes."""
@@ -469,10 +473,12 @@ class ReferenceWorker(PackEnds):
         packs outputs of the same sizes without calling anything (the parent's calibration)."""
         calls = int(msg["calls"])
         if calls == 0:
-            if msg.get("_fds"):  # a fresh pass's values arrive with its request: read and place them too
-                for value in read_pack(msg["_fds"][0], msg["layout"], self.device):
-                    if isinstance(value, torch.Tensor):
-                        torch.empty_like(value).copy_(value)
+            if msg.get("_fds"):
+                # A fresh pass's values arrive with its request: each copied once into memory of
+                # this process, as the candidate's fresh_burst places them. A second copy of every
+                # value here made the calibration longer than the candidate's own hand-over, and
+                # its fresh passes read faster than they ran.
+                read_pack(msg["_fds"][0], msg["layout"], self.device)
             specs = self._expected(msg["seed"])["specs"]
             outs = [torch.zeros(s["shape"], dtype=getattr(torch, s["dtype"]), device=self.device) for s in specs]
             outs = outs * int(msg.get("outputs_of", 1))  # every call's outputs: as many bytes again

@@ -1,0 +1,65 @@
+"""The figures of the passes whose every call is judged, and how they bound a candidate's time."""
+
+import pytest
+
+from hercules.harness.evaluate import (
+    JUDGED_MIN_CALLS,
+    JUDGED_RATIO_LIMIT,
+    JUDGED_REQUEST_MS,
+    WALL_SLACK_MS,
+    JudgedPasses,
+    _burst_calls,
+    _landing_on_set0,
+)
+
+
+def _passes(fresh_ms=1.0, overhead_ms=0.0, calls=100):
+    return JudgedPasses(fresh_ms=fresh_ms, seen_ms=fresh_ms, seen_fastest_ms=fresh_ms, calls=calls,
+                        fresh_overhead_ms=overhead_ms, seen_overhead_ms=overhead_ms)
+
+
+def test_a_candidate_that_skips_half_its_unjudged_calls_gains_at_most_the_ratio():
+    # Honest per-call cost 1 ms; the long burst (half the calls skipped) reads 0.5 ms. The floor
+    # holds the time within JUDGED_RATIO_LIMIT of the judged figure, below the 1.5x a user notices.
+    floor = _passes(fresh_ms=1.0, overhead_ms=5.0).floor_ms()
+    assert 0.5 < floor <= 1.0 / JUDGED_RATIO_LIMIT
+    assert 1.0 / floor < 1.5
+
+
+def test_the_floor_allows_an_honest_candidate_its_long_burst_figure():
+    # An honest fresh pass reads a little slower than the long burst (inputs handed in with it):
+    # within the ratio, the floor stays below the long burst and changes nothing.
+    assert _passes(fresh_ms=1.1, overhead_ms=2.0).floor_ms() < 1.0
+
+
+def test_the_floor_leaves_room_for_the_calibrations_error_and_is_never_negative():
+    loose = _passes(fresh_ms=0.2, overhead_ms=200.0, calls=40)
+    assert loose.floor_ms() == 0.0
+    tight = _passes(fresh_ms=0.2, overhead_ms=0.0, calls=40)
+    assert tight.floor_ms() == pytest.approx((0.2 - (WALL_SLACK_MS + JUDGED_REQUEST_MS) / 40) / JUDGED_RATIO_LIMIT)
+
+
+def test_passes_too_short_to_say_set_no_floor():
+    # One call of a 512 MB input set (KernelBench 95_CrossEntropyLoss on the H200): an honest pass
+    # read 1.23 ms against 0.43 ms in the long burst; it must not hold the candidate to 1.23.
+    assert _passes(fresh_ms=1.23, overhead_ms=0.0, calls=1).floor_ms() == 0.0
+    assert _passes(fresh_ms=1.0, calls=JUDGED_MIN_CALLS - 1).floor_ms() == 0.0
+    assert _passes(fresh_ms=1.0, calls=JUDGED_MIN_CALLS).floor_ms() > 0.0
+
+
+def test_slacks_are_the_whole_round_trip_per_call_and_respect_a_floor():
+    passes = _passes(overhead_ms=9.95, calls=100)
+    assert passes.fresh_slack_ms() == pytest.approx(0.1)
+    assert passes.seen_slack_ms(floor_ms=1.0) == 1.0
+
+
+@pytest.mark.parametrize("calls,sets,expected", [(10, 3, 10), (12, 3, 10), (2, 3, 1), (5, 1, 5), (0, 4, 1)])
+def test_bursts_end_on_the_first_input_set(calls, sets, expected):
+    landed = _landing_on_set0(calls, sets)
+    assert landed == expected and (landed - 1) % sets == 0
+
+
+def test_burst_length_dwarfs_the_round_trip_and_is_capped():
+    assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 58  # 60, landing on set 0
+    assert _burst_calls(per_call_ms=1e-4, overhead_ms=0.1, sets=1) == 2000
+    assert _burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1) == 200
