@@ -63,3 +63,36 @@ def test_burst_length_dwarfs_the_round_trip_and_is_capped():
     assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 58  # 60, landing on set 0
     assert _burst_calls(per_call_ms=1e-4, overhead_ms=0.1, sets=1) == 2000
     assert _burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1) == 200
+
+
+def test_timing_buffers_hold_the_refreshed_sets_first_then_the_trials_round():
+    from hercules.harness.evaluate import _Evaluation
+
+    run = _Evaluation.__new__(_Evaluation)
+    run.trial_seeds = [11, 12, 13]
+    # 8 buffers: the candidate keeps the 3 trial sets and clones them round (timing.rotation_sets);
+    # the first two were refreshed for revalidation.
+    assert run._timing_set_seeds(8, [91, 92]) == [91, 92, 13, 11, 12, 13, 11, 12]
+    assert run._timing_set_seeds(2, [91, 92, 93]) == [91, 92]
+    assert run._timing_set_seeds(1, []) == [11]
+
+
+@pytest.mark.parametrize("trials,set_elements", [(5, 1000), (3, 1000), (5, 40_000_000), (2, 200_000_000)])
+def test_the_parents_map_of_timing_buffers_matches_the_workers_rotation(trials, set_elements):
+    """On a GPU the candidate keeps its trial sets in trial order and clones them round to fill its
+    timing buffers (timing.rotation_sets, sized by timing.sets_to_keep); the parent's map of which
+    seed each buffer holds must agree, or honest calls drawn for judging would be judged wrong."""
+    import torch
+
+    from hercules.harness import timing
+    from hercules.harness.evaluate import _Evaluation
+
+    device = torch.device("cuda")  # only its type is read: the sets below stay on the CPU
+    per_set = torch.empty(0).new_zeros(1).expand(set_elements)  # set_elements float32 values, no memory
+    kept = [(per_set, torch.tensor(float(t))) for t in range(trials)]
+    kept = kept[:timing.sets_to_keep(timing.set_bytes(kept[0]), device)]  # what op_run keeps
+    buffers = timing.rotation_sets(kept, device)
+    run = _Evaluation.__new__(_Evaluation)
+    run.trial_seeds = [100 + t for t in range(trials)]
+    mapped = run._timing_set_seeds(len(buffers), [])
+    assert [100 + int(b[1]) for b in buffers] == mapped

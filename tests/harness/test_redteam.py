@@ -109,7 +109,7 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "forged_reply_cpp.py",
                                   "content_cache.py", "skip_every_other.py", "skip_with_protocol_knowledge.py",
-                                  "skip_half_with_protocol_knowledge.py"])
+                                  "skip_half_with_protocol_knowledge.py", "skip_unless_every_call_judged.py"])
 def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_path, device):
     verdict, _ = _eval(name, tmp_path, device)
     # The exploits refuse to load when they find nothing to attack: a build error means the attack
@@ -126,7 +126,8 @@ def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_w
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["skip_with_protocol_knowledge.py", "skip_half_with_protocol_knowledge.py"])
+@pytest.mark.parametrize("name", ["skip_with_protocol_knowledge.py", "skip_half_with_protocol_knowledge.py",
+                                  "skip_unless_every_call_judged.py"])
 def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(name, tmp_path, monkeypatch, device):
     """The dynamic defence alone (the static scan sees the worker module being reached): every
     call skipped but the judged one is flagged; half of them skipped (2x, short of a flag) is held

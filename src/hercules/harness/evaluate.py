@@ -112,6 +112,14 @@ JUDGED_RATIO_LIMIT = 1.2
 JUDGED_CALIBRATION_ERROR = 0.1
 JUDGED_REQUEST_MS = 2.0
 JUDGED_MIN_CALLS = 32
+# The long burst again, every call's outputs kept and returned, and CHECKED_JUDGED of its calls
+# (drawn by the parent after the reply, so the candidate cannot know which) judged against the
+# values their timing buffer holds: a candidate that skips a share f of unjudged calls is caught
+# with probability 1 - (1 - f)^CHECKED_JUDGED (half of them: 1 - 2^-16), or, computing them all
+# here, held to this burst's time. Outputs kept up to CHECKED_OUTPUT_BYTES (by device), fewer calls
+# where they do not fit.
+CHECKED_JUDGED = 16
+CHECKED_OUTPUT_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 FRESH_TOTAL_BYTES = 1 << 30
 BURST_MAX_CALLS = 2000
 # ...and at most this long by the parent's own single-call figures: a candidate whose events claim
@@ -686,7 +694,8 @@ class _Evaluation:
                     timeout = self.options.build_timeout_s if trial == 0 else self.limits["call_s"]
                     idle = self.limits["first_call_s"] if trial == 0 else None
                     run, out_fds = self._candidate(RunReply, "run", timeout, f"trial {trial}", (fd,), idle,
-                                                   layout=layout, specs=self.specs, trace=trial == 0)
+                                                   layout=layout, specs=self.specs, trace=trial == 0,
+                                                   first=trial == 0)
                 finally:
                     self._close_fds([fd])
                 executed.update(run.executed_lines)
@@ -784,6 +793,15 @@ class _Evaluation:
             if retry[0] is not None and retry[0] < wall_ms:
                 wall_ms, enqueue_ms = retry[0], retry[1]
         bound_ms = max(event_ms, wall_ms)
+        if not interpreted:
+            checked = self._checked_burst(calls, sets, revalidation_seeds, event_ms, wall_ms)
+            if checked is False:
+                return _revalidation_failed(findings, "outputs of calls of a timed burst, drawn after it ended, are "
+                                                      "wrong (calls skipped or results reused?)")
+            if checked is not None and checked > bound_ms:
+                self.notes.append(f"time held to the burst whose calls were judged at random: {checked:.4f} ms per "
+                                  f"call against {wall_ms:.4f} ms in the long burst")
+                bound_ms = checked
         passes = None
         if not interpreted:
             # The same calls on values never seen before, every call judged. A cache keyed by
@@ -903,6 +921,41 @@ class _Evaluation:
             # call once measured 0 this way). Both are measured again.
             overhead_ms = self._overhead_ms(outputs_of, again=True)
         return max(0.0, total_ms - overhead_ms) / calls, burst.enqueue_ms, burst.executed_lines
+
+    def _timing_set_seeds(self, sets: int, revalidation_seeds: list[int]) -> list[int]:
+        """The seed whose values each of the candidate's timing buffers holds: the first ones were
+        refreshed for revalidation, the others are the trials' sets (the candidate keeps them in
+        trial order and clones them round to fill its ``sets`` buffers, timing.rotation_sets)."""
+        originals = max(1, min(len(self.trial_seeds), sets))
+        seeds = [self.trial_seeds[j % originals] for j in range(sets)]
+        refreshed = min(len(revalidation_seeds), sets)
+        seeds[:refreshed] = revalidation_seeds[:refreshed]
+        return seeds
+
+    def _checked_burst(self, calls: int, sets: int, revalidation_seeds: list[int], event_ms: float,
+                       wall_ms: float) -> float | None | bool:
+        """The long burst again with every call's outputs returned, CHECKED_JUDGED of them drawn at
+        random after the reply and judged: the per-call time to hold the candidate to when it is
+        well above the long burst's (JUDGED_RATIO_LIMIT plus what it can be off by), else None;
+        False when a drawn call's outputs are wrong. On a GPU run twice and the faster kept: the
+        first burst that keeps every output asks the allocator for new memory."""
+        out_bytes = max(1, _output_bytes(self.specs))
+        calls = _landing_on_set0(min(calls, CHECKED_OUTPUT_BYTES.get(self.device.type, 64 << 20) // out_bytes), sets)
+        if calls < 2:  # one call: the long burst's last, judged already
+            return None
+        set_seeds = self._timing_set_seeds(sets, revalidation_seeds)
+        draw = secrets.SystemRandom()
+        figures = []
+        for _ in range(2 if self.device.type == "cuda" else 1):
+            chosen = set(draw.sample(range(calls - 1), min(CHECKED_JUDGED, calls - 1))) | {calls - 1}
+            judged = [set_seeds[i % sets] if i in chosen else None for i in range(calls)]
+            checked, _enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
+            if checked is None:
+                return False
+            figures.append(checked)
+        slack = (WALL_SLACK_MS + JUDGED_REQUEST_MS + JUDGED_CALIBRATION_ERROR * self._overhead_ms(calls)) / calls
+        fastest = min(figures)
+        return fastest if fastest > JUDGED_RATIO_LIMIT * wall_ms + slack else None
 
     def _judge_passes(self, passes: JudgedPasses, sets: int, event_ms: float,
                       wall_ms: float) -> tuple[JudgedPasses | None, bool]:
