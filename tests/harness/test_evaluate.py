@@ -190,6 +190,23 @@ def test_torch_compile_inside_a_candidate_is_honest(problem, options):
     assert verdict.flags == ()
 
 
+def test_outputs_in_one_buffer_reused_every_call_are_honest(problem, options):
+    """A CUDA-graph replay hands back its static output buffers each call: the passes that return
+    every call's outputs copy them as they come instead of judging the last call's values N times."""
+    verdict = evaluate(problem, candidate("""
+        self.out = None
+
+    def forward(self, x):
+        y = torch.relu(self.lin(x)) * 2
+        if self.out is None or self.out.shape != y.shape:
+            self.out = torch.empty_like(y)
+        self.out.copy_(y)
+        return self.out
+"""), options)
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.flags == ()
+
+
 def test_thread_left_running_is_flagged_even_without_static_evidence(problem, options):
     code = HEADER + "import importlib\n_t = importlib.import_module('thread' + 'ing')\n" + INIT + """
         self.worker = _t.Thread(target=lambda: __import__('time').sleep(600), daemon=True)

@@ -155,14 +155,17 @@ def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.de
 
 
 def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device,
-                  calls: int, every_call: bool = False) -> tuple[list[Any], float]:
+                  calls: int, every_call: bool = False, own_copies: bool = False) -> tuple[list[Any], float]:
     """``calls`` back-to-back calls rotating over ``arg_sets``, then a device-wide synchronise;
     returns the last call's outputs (with ``every_call``, a list of every call's outputs) and the
     host's enqueue time per call (ms).
 
     The parent brackets the request carrying this on its own clock and receives the outputs in the
     reply: an answer cannot arrive before the work it carries is done. With every call's outputs
-    judged, no call of the burst can be skipped either."""
+    judged, no call of the burst can be skipped either. ``own_copies``: every call's outputs are
+    copied as they come (enqueued before the next call), for a function that hands back the same
+    output buffers each call (a CUDA-graph replay's static outputs): kept as they are, every
+    call's outputs would show the last call's values."""
     _sync(device)
     start = _perf_counter()
     out = None
@@ -170,7 +173,7 @@ def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: tor
     for i in range(calls):
         out = fn(*arg_sets[i % len(arg_sets)])
         if every_call:
-            kept.append(out)
+            kept.append(_copied(out) if own_copies else out)
     issued = _perf_counter()
     _sync(device)
 
@@ -179,6 +182,14 @@ def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: tor
 
     enqueue = (issued - start) * 1e3 / max(calls, 1)
     return ([as_list(o) for o in kept] if every_call else as_list(out)), enqueue
+
+
+def _copied(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_copied(o) for o in out)
+    return out
 
 
 def single_call_ms(fn: Callable[[], Any], device: torch.device, flush) -> tuple[Any, float | None]:
