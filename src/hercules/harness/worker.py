@@ -8,6 +8,7 @@ reach, and the clocks this module reads were bound before any candidate code was
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -907,6 +908,19 @@ RELEASE_CACHED_ABOVE_BYTES = 1 << 30
 MEASUREMENT_OPS = frozenset({"time", "refresh", "single", "burst", "fresh_burst", "streams", "baseline_time"})
 
 
+# After these requests (untimed, each leaving a large heap behind: the problem or candidate built,
+# the in-process timing, a compiled baseline) the surviving objects are moved out of the cyclic
+# collector's reach: a full collection in a process that has imported dynamo, Triton and the
+# profiler walks millions of objects, and it lands in whichever timed burst it interrupts (the
+# candidate's and a baseline's alike). The collector stays on for what comes later.
+SETTLE_OPS = frozenset({"setup", "build", "time", "baseline_prepare"})
+
+
+def _settle_heap() -> None:
+    gc.collect()
+    gc.freeze()
+
+
 def _release_cached_memory() -> None:
     try:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -949,6 +963,8 @@ def serve(role: str, conn: Connection) -> None:
                     pass
         if op not in MEASUREMENT_OPS:
             _release_cached_memory()
+        if op in SETTLE_OPS and reply.get("ok"):
+            _settle_heap()
         reply["worker_seconds"] = _perf_counter() - start
         conn.send_bytes(encode(reply))
         if fds:
