@@ -152,3 +152,53 @@ def test_checker_bypass_rule_matches_any_try_or_pass_outside_comments():
     assert "try/except" in bypass_rejection("try:\n    import x\nexcept ImportError:\n    x = None\n")
     assert "'pass'" in bypass_rejection("class ModelNew(Model):\n    pass\n")
     assert bypass_rejection("x = 1  # try: nothing to pass here\ny = 'bypassed'  // pass\n") is None
+
+
+# Build errors written fresh for this test (not from the corpus), each compiled by the real nvcc:
+# the device assembler and linker, a toolkit that refuses the command's architecture, missing headers.
+SHARED_TOO_BIG = ("__global__ void k(float* o) { __shared__ float s[100000]; s[threadIdx.x] = 1; o[0] = s[5]; }\n"
+                  "int main() {}\n")
+EXTERN_DEVICE = "extern __device__ void f();\n__global__ void k() { f(); }\nint main() { k<<<1, 1>>>(); }\n"
+SM90_ONLY_PTX = '__global__ void k() { asm volatile("setmaxnreg.inc.sync.aligned.u32 240;"); }\nint main() {}\n'
+REAL_BUILD_ERRORS = {
+    "ptxas_resources": (SHARED_TOO_BIG, "-arch=sm_90", (cls.BUILD, "device_code", False), "too much shared data"),
+    "ptxas_unresolved": (EXTERN_DEVICE, "-arch=sm_90", (cls.BUILD, "device_code", False), "Unresolved extern function"),
+    "ptx_target": (SM90_ONLY_PTX, "-arch=sm_80", (cls.BUILD, "device_code", False), "not supported on .target"),
+    "nvlink_undefined": (EXTERN_DEVICE, "-rdc=true -arch=sm_90", (cls.BUILD, "link", False), "Undefined reference"),
+    "host_link": ("void f();\nint main() { f(); }\n", "-arch=sm_90", (cls.BUILD, "link", False), "undefined reference"),
+    "own_header": ('#include "helpers_of_mine.cuh"\nint main() {}\n', "-arch=sm_90",
+                   (cls.BUILD, "missing_header", False), "helpers_of_mine.cuh"),
+    "library_header_in_a_folder": ("#include <cute/tensor.hpp>\nint main() {}\n", "-arch=sm_90",
+                                   (cls.BUILD, "missing_header", True), "cute/tensor.hpp"),
+    "dropped_architecture": ("int main() {}\n", "-arch=sm_60", (cls.ENV, "toolchain", False),
+                             "Unsupported gpu architecture"),
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", sorted(REAL_BUILD_ERRORS))
+def test_real_device_tool_and_toolkit_errors(case, tmp_path):
+    source, flags, expected, evidence = REAL_BUILD_ERRORS[case]
+    (tmp_path / "a.cu").write_text(source)
+    tc = toolchain("cpu", tmp_path / "cache")
+    r = run_command("build", f"nvcc {flags} -o a.out a.cu", tmp_path, tc.environ(), 300, tmp_path / "log")
+    assert not r.ok, r.text
+    found = cls.classify_build(r.text)
+    assert (found.category, found.subtype, found.environment_suspect) == expected, found
+    assert evidence in found.reason, found
+
+
+@needs_nvcc
+def test_an_architecture_this_nvcc_dropped_is_retargeted_and_builds(tmp_path):
+    """A command written for a GPU this toolkit can no longer target (CUDA 13 dropped sm_50..sm_72)
+    builds for the architecture used here, with a note; supported architectures stay as written."""
+    tc = toolchain("cpu", tmp_path / "cache")
+    assert "60" not in tc.supported_archs and "90" in tc.supported_archs
+    (tmp_path / "a.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\nint main() {}\n")
+    cmd, notes = adapt_command("nvcc -o a.out a.cu -gencode arch=compute_60,code=[sm_60,compute_60] "
+                               "-gencode arch=compute_80,code=sm_80", tc)
+    assert "compute_60" not in cmd and "arch=compute_90,code=[sm_90,compute_90]" in cmd and "code=sm_80" in cmd
+    assert len(notes) == 1 and "compute_60, sm_60 -> sm_90" in notes[0]
+    r = run_command("build", cmd, tmp_path, tc.environ(), 300, tmp_path / "log", notes)
+    assert r.ok, r.text
+    assert adapt_command("nvcc -arch=sm_80 -o x helper_sm_70.cu", tc) == ("nvcc -arch=sm_80 -o x helper_sm_70.cu", ())

@@ -104,7 +104,7 @@ def test_validate_rules_on_real_builds_and_cache(corpus, tmp_path):
     assert "has already been defined" in bad_ref["not_reproduced_why"]
 
     # no GPU: a logic error cannot be observed, a build can
-    assert rows[untested]["status"] == "untested" and rows[untested]["reproduced"] is None
+    assert rows[untested]["status"] == "untested" and rows[untested]["reproduced"] is False
     assert rows[untested]["not_reproduced_why"].startswith("no GPU: only the build is observable here")
     assert rows[mislabelled]["status"] == "not_reproduced"
     assert "labelled logic_error, but the broken file does not build" in rows[mislabelled]["not_reproduced_why"]
@@ -141,7 +141,7 @@ def test_run_scores_only_the_reproduced_instances(corpus, tmp_path):
     out = cli(cache, *args, "--out", str(tmp_path / "run"))
     assert len(out["tasks"]) == 4
     for t in out["tasks"]:
-        assert t["passed"] is False and "reproduced" in t and "not_reproduced_why" in t
+        assert t["passed"] is False and isinstance(t["reproduced"], bool) and "not_reproduced_why" in t
         if t["task_id"] == DUP:
             assert t["reproduced"] is True and t["not_reproduced_why"] is None
         else:
@@ -172,6 +172,23 @@ def test_run_scores_only_the_reproduced_instances(corpus, tmp_path):
         [(t["task_id"], t["reproduction_status"]) for t in out["tasks"]]
     assert {m["tasks"] for m in rejudged["pass_at_k"]} == {1}
     assert "the toolchain of run run" in rejudged["reproduction"]["excluded"][0]["why"]
+
+
+def test_an_instance_the_harness_cannot_lay_out_is_a_row_with_its_why(corpus, tmp_path):
+    """An instance whose workspace cannot be made (its testbench holds a folder where the solution
+    file goes): its reproduction and its attempt fail inside the harness. The run still finishes,
+    with a row for it (not reproduced, the exception as the why, never passed) beside the others."""
+    odd = variant(corpus, "dup_solution_is_a_folder__compile_error")
+    (corpus / odd / "testbench" / "solution.cu" / "x").mkdir(parents=True)
+    out = cli(tmp_path / "cache", "run", "--corpus", str(corpus), "--device", "cpu", "--fixer", "null",
+              "--task", odd, "--task", DUP, "--out", str(tmp_path / "run"))
+    rows = {t["task_id"]: t for t in out["tasks"]}
+    assert set(rows) == {odd, DUP} and rows[DUP]["reproduced"] is True
+    row = rows[odd]
+    assert row["reproduced"] is False and row["passed"] is False and row["reproduction_status"] == "untested"
+    assert "the reproduction itself failed: IsADirectoryError" in row["not_reproduced_why"]
+    assert (row["classified_category"], row["subtype"]) == ("env", "harness_error")
+    assert row["reason"].startswith("the attempt itself failed: IsADirectoryError")
 
 
 def test_p_sweep_rescores_stored_rounds_without_running(corpus, tmp_path):

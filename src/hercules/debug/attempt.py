@@ -299,3 +299,20 @@ def run_solution(inst: Instance, code: str, where: Path, tc: Toolchain, opts: Ru
     start = time.perf_counter()
     outcome = RUNNERS[inst.kind](inst, code, where, tc, opts, gpu_lock)
     return outcome, time.perf_counter() - start
+
+
+def run_solution_or_failure(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
+                            gpu_lock: DeviceLock) -> tuple[Outcome, float]:
+    """``run_solution``, with a failure of the harness itself (an instance it cannot lay out or run,
+    an unexpected exception) as an outcome of its own: category ``env``, subtype ``harness_error``,
+    the exception as the reason. Never the candidate's fault, never a pass; one attempt's failure
+    does not stop the others. A stop (``interrupt.STOP``) still ends the run."""
+    start = time.perf_counter()
+    try:
+        return run_solution(inst, code, where, tc, opts, gpu_lock)
+    except Exception as exc:  # noqa: BLE001 -- recorded as the attempt's outcome
+        if interrupt.STOP.is_set():
+            raise
+        why = f"the attempt itself failed: {type(exc).__name__}: {exc}"[:400]
+        return (Outcome(inst.kind, code_hash(code), None, None, None, cls.Classification(cls.ENV, "harness_error", why),
+                        False, None, "none"), time.perf_counter() - start)

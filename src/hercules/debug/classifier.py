@@ -21,12 +21,20 @@ LABEL_OF = {BUILD: "compile_error", WRONG: "logic_error", SUSPICIOUS: "logic_err
             ILLEGAL: "memory_crash", LAUNCH: "memory_crash", CRASH: "memory_crash", TIMEOUT: "timeout",
             SLOW: "perf_broken"}
 
-# Headers of CUDA libraries a machine may simply not have (the candidate may still be right).
-LIBRARY_HEADER = re.compile(r"^(cublas|cusparse|cusolver|cufft|curand|cudnn|nccl|nvtx|cutlass|cute)", re.IGNORECASE)
+# Headers of CUDA libraries a machine may simply not have (the candidate may still be right): the
+# toolkit's optional math and media libraries, and the separately installed CUDA libraries. Matched
+# against the header's first path component and its file name (``cute/tensor.hpp``, ``cublas_v2.h``).
+LIBRARY_HEADER = re.compile(r"^(cublas|cusparse|cusolver|cufft|curand|cudnn|nccl|nvtx|nvToolsExt|cutlass|cute|"
+                            r"cutensor|cudss|cufile|nvshmem|npp|nvjpeg|nvml|nvcomp|cupti|cudla)", re.IGNORECASE)
 
 _COMPILER_ERROR = re.compile(
     r"^(?P<line>(?:[^\s:][^:\n]*?\(\d+\)|[^\s:][^:\n]*?:\d+(?::\d+)?): (?:fatal )?error[^:\n]*: .*)$"
     r"|^(?P<nvcc>nvcc (?:fatal|error)\s*: .*)$", re.MULTILINE)
+# The device assembler and linker (resources, unresolved device functions, PTX the target lacks):
+# "ptxas error   : Entry function ... uses too much shared data", "nvlink error   : Undefined reference".
+_DEVICE_TOOL_ERROR = re.compile(r"^(?P<tool>ptxas|nvlink|fatbinary)(?:\s+\S+, line \d+;)?\s+(?:fatal|error)\s*: "
+                                r"(?P<msg>.*)$", re.MULTILINE)
+_DEVICE_TOOL_SUMMARY = re.compile(r"aborted due to errors|Ptx assembly aborted", re.IGNORECASE)
 _MISSING_HEADER = re.compile(r"fatal error: (?P<h>[^:\n]+): No such file or directory")
 _LINK = re.compile(r"undefined reference to|multiple definition of|nvlink error|ld returned \d+ exit status"
                    r"|undefined symbol|relocation .* against", re.IGNORECASE)
@@ -36,6 +44,12 @@ _PY_ERROR = re.compile(r"^(?P<e>(?:SyntaxError|IndentationError|TabError|NameErr
                        r"AttributeError|ValueError|RuntimeError)\b.*)$", re.MULTILINE)
 _TOOLCHAIN = re.compile(r"(nvcc|make|c\+\+|g\+\+|ninja): (command )?not found|: command not found|nvcc fatal\s*: (Unsupported gpu "
                         r"architecture|Could not detect|Cannot find compiler)|No CMAKE_CUDA_COMPILER", re.IGNORECASE)
+# The build command asks for what this toolkit cannot do (an architecture it dropped or does not
+# know yet, a host compiler it does not support): the command's fault on this machine, not the
+# candidate's, whatever else the log says.
+_TOOLKIT_REFUSES = re.compile(r"nvcc (?:fatal|error)\s*: (?:Unsupported gpu architecture|Value '[^']*' is not "
+                              r"defined for option 'gpu-(?:architecture|code)'|Could not detect|Cannot find compiler)"
+                              r"|error -- unsupported GNU version", re.IGNORECASE)
 _API = re.compile(r"\b(cuda\w*|cu(blas|fft|sparse|solver|rand)\w*|thrust|cub|nvcuda|wmma|at::|torch::|c10::|"
                   r"__\w+|atomic\w*|warp\w*|__shfl\w*|dim3|<<<)", re.IGNORECASE)
 
@@ -87,14 +101,24 @@ def classify_build(text: str, timed_out: bool = False) -> Classification:
         return Classification(TIMEOUT, "build", "build timed out")
     header = _MISSING_HEADER.search(text)
     compiler = _COMPILER_ERROR.search(text)
+    if refused := _first(_TOOLKIT_REFUSES, text):
+        return Classification(ENV, "toolchain", refused)
     if header:  # named before other compiler errors, which usually follow from the missing file
-        name = header.group("h").strip()
-        base = name.rsplit("/", 1)[-1]
+        name = header.group("h").strip().strip("<>\"")
+        parts = name.split("/")
         return Classification(BUILD, "missing_header", _first(_MISSING_HEADER, text) or name,
-                              environment_suspect=bool(LIBRARY_HEADER.match(base)))
+                              environment_suspect=any(LIBRARY_HEADER.match(p) for p in (parts[0], parts[-1])))
     if compiler:
         line = compiler.group(0).strip()[:400]
         return Classification(BUILD, _subtype_of_compile_error(line), line)
+    if device := _DEVICE_TOOL_ERROR.search(text):
+        if device.group("tool") == "nvlink" and re.search(r"Undefined reference|Multiple definition", device.group(0),
+                                                          re.IGNORECASE):
+            return Classification(BUILD, "link", device.group(0).strip()[:400])
+        # the first specific line, not the closing "Ptx assembly aborted due to errors"
+        lines = [m.group(0).strip() for m in _DEVICE_TOOL_ERROR.finditer(text)]
+        line = next((ln for ln in lines if not _DEVICE_TOOL_SUMMARY.search(ln)), lines[0])
+        return Classification(BUILD, "device_code", line[:400])
     if (lib := _first(_LIB_MISSING, text)) and "undefined reference" not in text:
         return Classification(ENV, "library_missing", lib)
     if link := _first(_LINK, text):

@@ -34,7 +34,8 @@ def _task_entry(group: list[Trajectory], rep: Any = None) -> dict[str, Any]:
         "speedup": final["gate"]["speedup"], "timing_method": final["gate"]["method"],
         "degeneration": final["degeneration"], "stagnation": sorted({m for t in group for m in t.modes}),
         "rounds": len(final and first.rounds), "notes": final["outcome"].get("notes", []),
-        "reproduced": rep.reproduced if rep is not None else None,
+        # always a boolean: True only where the reproduction saw the labelled failure here
+        "reproduced": rep is not None and rep.reproduced is True,
         "reproduction_status": rep.status if rep is not None else "not_validated",
         "not_reproduced_why": (rep.not_reproduced_why if rep is not None
                                else "not validated: the run has no reproduction stage"),
@@ -181,11 +182,18 @@ def markdown(summary: dict[str, Any]) -> str:
     out.append(_table(["fixer", "task", "label", "reproduced", "classified", "subtype", "passed", "speedup",
                        "degeneration", "reused", "why"],
                       [(t["fixer"], t["task_id"], t["labelled_category"],
-                        {True: "yes", False: "no", None: "untested"}[t.get("reproduced")],
+                        _reproduced_cell(t),
                         t["classified_category"], t["subtype"], t["passed"], t["speedup"] if t["speedup"] is not None else "-",
                         ",".join(t["degeneration"]) or "-", t.get("reused_from") or "-", t["reason"][:160])
                        for t in summary["tasks"]]))
     return "\n".join(out) + "\n"
+
+
+def _reproduced_cell(task: dict[str, Any]) -> str:
+    if task.get("reproduced") is True:
+        return "yes"
+    status = task.get("reproduction_status")
+    return status if status in ("untested", "corpus_defect", "not_validated") else "no"
 
 
 def _sweep_markdown(summary: dict[str, Any]) -> list[str]:

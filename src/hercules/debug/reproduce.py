@@ -53,7 +53,7 @@ from hercules.debug.toolchain import Toolchain, toolchain_identity
 from hercules.debug.workspace import CommandResult
 from hercules.harness.device_lock import DeviceLock
 
-RULES_VERSION = 3  # bump when the judging rules change: older cached results are not reused
+RULES_VERSION = 4  # bump when the judging rules change: older cached results are not reused
 STATUSES = ("reproduced", "not_reproduced", "untested", "corpus_defect")
 PERF_BROKEN_P = 0.7  # perf_broken is reproduced when the correct broken file is below this speedup
 
@@ -72,7 +72,10 @@ class Reproduction:
     task_id: str
     labelled_category: str
     status: str  # one of STATUSES
-    reproduced: bool | None  # None: untested (this machine cannot observe the labelled failure)
+    # True only for status "reproduced"; False otherwise, ``status`` says which (an untested one:
+    # this machine cannot observe the labelled failure) and ``not_reproduced_why`` says why.
+    # Records made before it was a strict boolean held None for untested: read back as False.
+    reproduced: bool
     observed_category: str  # what the classifier made of the broken file here
     not_reproduced_why: str | None  # set whenever reproduced is not True
     why_kind: str  # a short code for counting reasons (e.g. broken_builds, reference_fails_build)
@@ -104,6 +107,7 @@ class Reproduction:
     def from_json(cls, data: dict[str, Any], cached: bool = False) -> Reproduction:
         names = {f.name for f in fields(cls)}
         values = {"broken": None, "reference": None, "conditions": None} | {k: v for k, v in data.items() if k in names and k != "cached"}
+        values["reproduced"] = values.get("reproduced") is True
         return cls(**values, cached=cached)
 
 
@@ -340,7 +344,7 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
     why, evidence, ref_why = (_inside_testbench(t) for t in (why, broken.classification.reason, ref_why))
     rep = Reproduction(
         task_id=inst.task_id, labelled_category=inst.category, status=status,
-        reproduced={"reproduced": True, "untested": None}.get(status, False), observed_category=observed,
+        reproduced=status == "reproduced", observed_category=observed,
         not_reproduced_why=why, why_kind=kind, evidence=(evidence or "")[:400],
         reference_status=ref_status, reference_why=ref_why, toolchain=identity, device=device,
         instance_hash=ihash, broken=broken.to_json(), reference=reference.to_json() if reference else None,
@@ -378,7 +382,7 @@ def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions
                 raise
             identity, device, _ = toolchain_identity(tc)
             why = f"the reproduction itself failed: {type(exc).__name__}: {exc}"[:400]
-            return Reproduction(inst.task_id, inst.category, "untested", None, cls.UNTESTED, why, "error", "",
+            return Reproduction(inst.task_id, inst.category, "untested", False, cls.UNTESTED, why, "error", "",
                                 "untested", why, identity, device, "", None, None, 0.0)
 
     for i, rep in interrupt.map_until_stopped(one, instances, jobs):
@@ -446,7 +450,7 @@ def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequ
                 note = "not_run: no stored round ran the reference (the replay fixer); judged on the broken file alone"
         if broken_rec is None:
             why = "no stored round ran the broken file (the null fixer) in this run"
-            out.append(Reproduction(inst.task_id, inst.category, "untested", None, cls.UNTESTED, why, "not_run", "",
+            out.append(Reproduction(inst.task_id, inst.category, "untested", False, cls.UNTESTED, why, "not_run", "",
                                     "not_run", note or "not judged", toolchain_note, device, ihash, None, None, 0.0))
             continue
         broken = outcome_from_json(broken_rec["outcome"])
@@ -458,7 +462,7 @@ def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequ
         why, ref_why = _inside_testbench(why), _inside_testbench(ref_why)
         out.append(Reproduction(
             task_id=inst.task_id, labelled_category=inst.category, status=status,
-            reproduced={"reproduced": True, "untested": None}.get(status, False), observed_category=observed,
+            reproduced=status == "reproduced", observed_category=observed,
             not_reproduced_why=why, why_kind=kind, evidence=(_inside_testbench(broken.classification.reason) or "")[:400],
             reference_status=ref_status, reference_why=ref_why, toolchain=toolchain_note, device=device,
             instance_hash=ihash, broken=broken_rec["outcome"], reference=ref_rec["outcome"] if ref_rec else None,

@@ -18,7 +18,7 @@ from typing import Any
 
 from hercules.debug import classifier as cls
 from hercules.debug import interrupt
-from hercules.debug.attempt import Outcome, RunOptions, run_solution
+from hercules.debug.attempt import Outcome, RunOptions, run_solution_or_failure
 from hercules.debug.corpus import Instance
 from hercules.debug.fixers import kernelbench_alias
 from hercules.debug.gate import GateResult, degeneration_signs
@@ -97,7 +97,8 @@ class Benchmark:
                 if recorded is not None:
                     outcome, seconds = recorded.outcome, 0.0
                 else:
-                    outcome, seconds = run_solution(inst, reference, where, self.tc, self.opts, self.gpu_lock)
+                    outcome, seconds = run_solution_or_failure(inst, reference, where, self.tc, self.opts,
+                                                               self.gpu_lock)
                 saved = {"correct": outcome.correct, "time_ms": outcome.time_ms, "method": outcome.method,
                          "wall_ms": outcome.wall_ms, "category": outcome.classification.category,
                          "reason": outcome.classification.reason, "seconds": round(seconds, 3),
@@ -115,7 +116,7 @@ class Benchmark:
             recorded = self.recorded.take(*key) if self.reuse else None
             if recorded is not None:
                 return recorded.outcome, recorded
-            outcome, _ = run_solution(inst, code, where, self.tc, self.opts, self.gpu_lock)
+            outcome, _ = run_solution_or_failure(inst, code, where, self.tc, self.opts, self.gpu_lock)
             if self.reuse:
                 self.recorded.remember(inst.task_id, outcome, where.relative_to(self.store.run_dir).as_posix())
             return outcome, None

@@ -31,6 +31,9 @@ class Toolchain:
     arch: str  # compute capability without the dot, e.g. "90"
     gpu_present: bool
     env: tuple[tuple[str, str], ...]  # extra environment for build and test subprocesses
+    # the architectures this nvcc can target ("75", "80", ... from ``nvcc --list-gpu-arch``); empty
+    # when unknown (then no explicit architecture is rewritten)
+    supported_archs: tuple[str, ...] = ()
 
     def environ(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -103,6 +106,19 @@ def _unversioned_links(libs: list[Path], cache: Path) -> Path | None:
 
 
 @functools.lru_cache(maxsize=4)
+def supported_archs(cuda_home: Path | None) -> tuple[str, ...]:
+    """The compute capabilities this toolkit's nvcc can target, e.g. ("75", "80", ..., "121")."""
+    nvcc = str(cuda_home / "bin" / "nvcc") if cuda_home else shutil.which("nvcc")
+    if not nvcc:
+        return ()
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(sorted({m.group(1) for m in re.finditer(r"\bcompute_(\d+)", out.stdout)}, key=int))
+
+
+@functools.lru_cache(maxsize=4)
 def toolchain(device: str, cache_dir: Path) -> Toolchain:
     """Toolchain for ``device`` ("cpu": compile-only for sm_90; "cuda"/"auto": the GPU present)."""
     cuda_home = find_cuda_home()
@@ -123,11 +139,13 @@ def toolchain(device: str, cache_dir: Path) -> Toolchain:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             [*lib_path, os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
     return Toolchain(cuda_home=cuda_home, arch=arch or COMPILE_ONLY_ARCH, gpu_present=arch is not None,
-                     env=tuple(sorted(env.items())))
+                     env=tuple(sorted(env.items())), supported_archs=supported_archs(cuda_home))
 
 
 _NATIVE = re.compile(r"-arch[= ]native\b")
 _TK_GPU = re.compile(r"\bGPU=(\w+)")
+# an architecture named in a command: -arch=sm_70, -gencode arch=compute_70,code=[sm_70,compute_70], lto_70
+_ARCH_NAME = re.compile(r"\b(sm|compute|lto)_(\d+)([af]?)\b")
 
 
 def adapt_command(command: str, tc: Toolchain) -> tuple[str, tuple[str, ...]]:
@@ -137,6 +155,14 @@ def adapt_command(command: str, tc: Toolchain) -> tuple[str, tuple[str, ...]]:
     if _NATIVE.search(command):
         command = _NATIVE.sub(f"-arch=sm_{tc.arch}", command)
         notes.append(f"-arch=native -> -arch=sm_{tc.arch} ({why})")
+    if tc.supported_archs:
+        # an architecture this toolkit cannot target (dropped, as CUDA 13 dropped sm_50 to sm_72, or
+        # newer than it): the command was written for another machine; target the one used here
+        dropped = sorted({m.group(0) for m in _ARCH_NAME.finditer(command) if m.group(2) not in tc.supported_archs})
+        if dropped:
+            command = _ARCH_NAME.sub(lambda m: m.group(0) if m.group(2) in tc.supported_archs
+                                     else f"{m.group(1)}_{tc.arch}", command)
+            notes.append(f"{', '.join(dropped)} -> sm_{tc.arch} (not supported by this nvcc; {why})")
     wanted = TK_GPU_BY_ARCH.get(tc.arch)
     for match in set(_TK_GPU.findall(command)):
         if wanted and match != wanted:
