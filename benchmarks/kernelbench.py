@@ -358,6 +358,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help=f"comma-separated; default {','.join(CUDA_BASELINES)} on CUDA, eager on CPU")
     p.add_argument("--trials", type=int, default=EvalOptions.trials)
     p.add_argument("--budget", type=float, default=EvalOptions.timing_budget_s, help="timing budget, seconds")
+    p.add_argument("--tolerance", choices=("strict", "kernelbench"), default="strict",
+                   help="what decides correctness: Hercules' strict checks or upstream's atol = rtol = 1e-2")
     p.add_argument("--run-dir", type=Path, default=None, help="resumable; default runs/kernelbench-<time>")
     p.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh RUN_DIR/cache (cold)")
     p.add_argument("--pipeline", action="store_true")
@@ -374,6 +376,7 @@ def eval_options(args: argparse.Namespace, run_dir: Path) -> EvalOptions:
     else:
         baselines = CUDA_BASELINES if device.startswith("cuda") else ("eager",)
     return EvalOptions(device=device, baselines=baselines, trials=args.trials, timing_budget_s=args.budget,
+                       tolerance=args.tolerance,
                        cache_dir=args.cache_dir or run_dir / "cache")
 
 

@@ -74,6 +74,15 @@ def test_unknown_baseline_is_refused_rather_than_dropped():
     assert len(lines) == 1 and "unknown baselines eagre" in lines[0]
 
 
+def test_unknown_tolerance_mode_is_refused_and_kernelbench_reaches_the_verdict(tmp_path):
+    args = ("eval", "--problem", str(FIXTURES / "scale_relu.py"), "--candidate", str(FIXTURES / "scale_relu.py"),
+            "--device", "cpu", "--no-timing", "--trials", "1", "--cache-dir", str(tmp_path), "--json")
+    refused = hercules(*args, "--tolerance", "loose")
+    assert refused.returncode == 2 and refused.stdout == "" and "--tolerance" in refused.stderr
+    verdict = json.loads(hercules(*args, "--tolerance", "kernelbench").stdout)
+    assert any("KernelBench's tolerance" in note for note in verdict["notes"]), verdict["notes"]
+
+
 def test_problem_without_model_is_refused(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n")

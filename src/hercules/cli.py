@@ -97,6 +97,11 @@ _baselines_option = click.option("--baselines", default=None,
                                  help="Comma list of eager,compile,compile_reduce_overhead,cudagraph,expert (default: all the device supports; expert where the problem names its operation).")
 _no_timing_option = click.option("--no-timing", is_flag=True, help="Check correctness only.")
 _cache_option = click.option("--cache-dir", default=None, help="Build and baseline cache (default ~/.cache/hercules).")
+_tolerance_option = click.option(
+    "--tolerance", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True,
+    help="strict: Hercules' tolerances against the float64 truth, precision below the problem's dtype flagged; "
+         "kernelbench: upstream KernelBench's atol = rtol = 1e-2 decides correctness, to reproduce published "
+         "results (every verdict reports both).")
 
 
 @main.command("eval")
@@ -108,9 +113,11 @@ _cache_option = click.option("--cache-dir", default=None, help="Build and baseli
 @_baselines_option
 @_no_timing_option
 @_cache_option
+@_tolerance_option
 @click.option("--artifacts", default=None, help="Keep sources, logs and verdict.json in this folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
-def eval_command(problem_path, candidate_path, device, trials, budget, baselines, no_timing, cache_dir, artifacts, as_json):
+def eval_command(problem_path, candidate_path, device, trials, budget, baselines, no_timing, cache_dir, tolerance,
+                 artifacts, as_json):
     """Evaluate one candidate against one problem.
 
     Exit status 0 whenever an evaluation happened, whatever the verdict.
@@ -124,7 +131,7 @@ def eval_command(problem_path, candidate_path, device, trials, budget, baselines
 
     problem = _load_one_problem(problem_path)
     candidate = _load_candidate(candidate_path, problem.name)
-    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir)
+    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir, tolerance)
     if artifacts:
         options = replace(options, artifacts_dir=Path(artifacts))
     if as_json:
@@ -151,6 +158,7 @@ def eval_command(problem_path, candidate_path, device, trials, budget, baselines
 @_baselines_option
 @_no_timing_option
 @_cache_option
+@_tolerance_option
 @click.option("--run-dir", default=None, help="Resumable run folder (default runs/<timestamp>); rerun to resume.")
 @click.option("--jobs", default=None, type=click.IntRange(min=1), help="Parallel builds (default: CPU count).")
 @click.option("--eval-jobs", default=None, type=click.IntRange(min=1),
@@ -161,8 +169,8 @@ def eval_command(problem_path, candidate_path, device, trials, budget, baselines
                    "faster for many compiled candidates, but compilers then share the host with timings.")
 @click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def bench_command(sources, candidates_dir, device, trials, budget, baselines, no_timing, cache_dir, run_dir, jobs,
-                  eval_jobs, pipeline, name_filter, as_json):
+def bench_command(sources, candidates_dir, device, trials, budget, baselines, no_timing, cache_dir, tolerance, run_dir,
+                  jobs, eval_jobs, pipeline, name_filter, as_json):
     """Evaluate problems x candidates into a run folder, a SQLite store and reports.
 
     With no SOURCES: the built-in suite with its example candidates on the local device.
@@ -184,7 +192,7 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
         _fail(str(exc))
     if not items:
         _fail("no problem has a candidate to evaluate")
-    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir)
+    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir, tolerance)
     folder = Path(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
 
     from rich.console import Console

@@ -207,6 +207,23 @@ def test_outputs_in_one_buffer_reused_every_call_are_honest(problem, options):
     assert verdict.flags == ()
 
 
+def test_kernelbench_tolerance_accepts_what_upstream_accepts_and_strict_does_not(problem, options):
+    """fp16 arithmetic on an fp32 problem: within upstream's atol = rtol = 1e-2, far below fp32."""
+    downcast = candidate("""
+    def forward(self, x):
+        w, b = self.lin.weight.half(), self.lin.bias.half()
+        return (torch.relu(x.half() @ w.t() + b) * 2).float()
+""")
+    strict = evaluate(problem, downcast, replace(options, time_candidate=False))
+    assert strict.status is not Status.OK and strict.check.correct_kernelbench, strict.error
+    upstream = evaluate(problem, downcast, replace(options, tolerance="kernelbench"))
+    assert upstream.status is Status.OK and upstream.flags == (), upstream.error
+    assert upstream.check.correct and upstream.check.correct_kernelbench
+    assert any("KernelBench's tolerance" in note for note in upstream.notes)
+    with pytest.raises(ValueError):
+        evaluate(problem, downcast, replace(options, tolerance="loose"))
+
+
 def test_thread_left_running_is_flagged_even_without_static_evidence(problem, options):
     code = HEADER + "import importlib\n_t = importlib.import_module('thread' + 'ing')\n" + INIT + """
         self.worker = _t.Thread(target=lambda: __import__('time').sleep(600), daemon=True)

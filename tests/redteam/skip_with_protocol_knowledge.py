@@ -23,11 +23,11 @@ def _time_callable(*args, **kwargs):
     return result
 
 
-def _burst_outputs(fn, arg_sets, device, calls, every_call=False):
+def _burst_outputs(fn, arg_sets, device, calls, every_call=False, **options):
     # Where every call's outputs are judged, compute them all; elsewhere only the last call, whose
     # outputs are the only ones judged.
     if every_call:
-        return _timing.burst_outputs(fn, arg_sets, device, calls, every_call=True)
+        return _timing.burst_outputs(fn, arg_sets, device, calls, every_call=True, **options)
     outs, enqueue = _timing.burst_outputs(fn, [arg_sets[(calls - 1) % len(arg_sets)]], device, 1)
     return outs, enqueue / max(calls, 1)
 

@@ -35,7 +35,7 @@ import torch
 from hercules.fileio import write_text_atomic
 from hercules.harness import build as build_mod
 from hercules.harness.baselines import available_baselines
-from hercules.harness.checks import is_downcast, tolerance_for
+from hercules.harness.checks import KERNELBENCH_TOLERANCE, is_downcast, tolerance_for
 from hercules.harness.decide import (
     BaselineOutcome,
     CheckOutcome,
@@ -148,6 +148,9 @@ FOOTPRINT_KEYS = ("input_bytes", "output_bytes", "weight_bytes")  # what the com
 CACHE_FORMAT = 5  # 5: baselines bounded by the parent's wall clock, as candidates are
 
 
+TOLERANCE_MODES = ("strict", "kernelbench")
+
+
 @dataclass(frozen=True)
 class EvalOptions:
     device: str = "auto"
@@ -165,6 +168,10 @@ class EvalOptions:
     # Device packs between the workers where the driver supports them (CUDA only; the probe at the
     # start of every evaluation decides); False keeps every hand-over in host memory files.
     device_packs: bool = True
+    # What decides correctness (TOLERANCE_MODES): "strict", Hercules' own tolerances against the
+    # float64 truth; "kernelbench", upstream KernelBench's atol = rtol = 1e-2 and nothing else
+    # (precision is then not judged), to reproduce published results. Both are reported either way.
+    tolerance: str = "strict"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -329,11 +336,15 @@ class _Evaluation:
         self.workdir: Path = workdir
         self.gpu_lock = gpu_lock
         self.occupancy = occupancy
-        self.tol = tolerance_for(problem)
+        if options.tolerance not in TOLERANCE_MODES:
+            raise ValueError(f"tolerance must be one of {TOLERANCE_MODES}, not {options.tolerance!r}")
+        # Every comparison (trials, revalidation, the passes) is judged at the mode's tolerance.
+        self.tol = tolerance_for(problem) if options.tolerance == "strict" else KERNELBENCH_TOLERANCE
+        self.notes: list[str] = [] if options.tolerance == "strict" else [
+            "correctness judged at upstream KernelBench's tolerance (atol = rtol = 1e-2; precision not judged)"]
         self.cache = _Cache(options.cache_dir)
         self.phases: dict[str, float] = {}
         self.workers: dict[str, Worker] = {}
-        self.notes: list[str] = []
         self.limits: dict[str, float] = {"build_s": options.build_timeout_s, "build_idle_s": BUILD_IDLE_S}
         self.sandbox_info: dict[str, Any] | None = None
         self.ref_call_s: float | None = None
@@ -470,7 +481,8 @@ class _Evaluation:
 
     # ---- orchestration -------------------------------------------------------------------
     def execute(self) -> Verdict:
-        scan = stage_scan(self.candidate.code, self.problem.dtype_name)
+        scan = stage_scan(self.candidate.code, self.problem.dtype_name,
+                          judge_precision=self.options.tolerance == "strict")
         arch = build_mod.gpu_arch(self.device)
         plan = build_mod.plan_build(self.candidate.code, self.device, self.options.cache_dir, arch)
         missing = build_mod.needs_missing_device(plan.language, self.device)
@@ -1218,13 +1230,16 @@ def _output_bytes(specs: Sequence[dict[str, Any]] | None) -> int:
     return total
 
 
-def stage_scan(code: str, dtype_name: str) -> ScanOutcome:
-    """Static findings; those whose evidence is a code path are conditional on that path running."""
+def stage_scan(code: str, dtype_name: str, judge_precision: bool = True) -> ScanOutcome:
+    """Static findings; those whose evidence is a code path are conditional on that path running.
+    ``judge_precision`` False (upstream KernelBench's tolerance decides): lower precision is said,
+    not flagged."""
     from hercules.harness.static_scan import scan_candidate
 
     findings, conditional, notes = [], [], []
     for f in scan_candidate(code, dtype_name):
-        if f.note:  # numerics-neutral, process-local (e.g. cudnn.benchmark): said, never flagged
+        if f.note or (not judge_precision and f.flag == Flag.PRECISION_DOWNCAST.value):
+            # numerics-neutral, process-local (e.g. cudnn.benchmark), or precision not judged: said
             notes.append(f"static: line {f.line}: {f.reason}")
         elif f.conditional and f.fallback_lines:
             conditional.append((f.flag, tuple(tuple(r) for r in f.fallback_lines)))
