@@ -558,6 +558,7 @@ class CandidateWorker(PackEnds):
         self.timing_sets: list[tuple] = []
         self.trial_sets: list[tuple] = []
         self.executed: set[int] | None = None  # the candidate file's executed lines, when traced
+        self.outputs_reused = False  # two calls hand back the same buffers (found after timing)
 
     def _warm_up_runtime(self) -> None:
         # Lazy initialisation inside torch (CUDA context, cuBLAS handles, extension loader) must
@@ -729,7 +730,7 @@ class CandidateWorker(PackEnds):
                 outs, enqueue = _timing.burst_outputs(self.model, self.timing_sets, self.device, calls)
                 return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": self._lines()})
             per_call, enqueue = _timing.burst_outputs(self.model, self.timing_sets, self.device, calls, every_call=True,
-                                                      own_copies=getattr(self, "outputs_reused", False))
+                                                      own_copies=self.outputs_reused)
         return self._pack_reply([o for outs in per_call for o in outs],
                                 {"enqueue_ms": enqueue, "executed_lines": self._lines()})
 
@@ -752,7 +753,7 @@ class CandidateWorker(PackEnds):
         arg_sets = list(self.timing_sets[:in_buffers]) + [tuple(rest[i:i + per_set]) for i in range(0, len(rest), per_set)]
         with torch.no_grad():
             per_call, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True,
-                                                      own_copies=getattr(self, "outputs_reused", False))
+                                                      own_copies=self.outputs_reused)
         return self._pack_reply([o for outs in per_call for o in outs],
                                 {"enqueue_ms": enqueue, "executed_lines": self._lines()})
 
