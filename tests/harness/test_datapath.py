@@ -13,7 +13,12 @@ from hercules.harness.datapath import (
     MappedPack,
     PackError,
     PackLayout,
+    PackWriter,
+    destination_pack,
+    fill_pack,
+    planned_layout,
     read_pack,
+    seal_pack,
     receive_fds,
     send_fds,
     write_pack,
@@ -64,3 +69,48 @@ def test_descriptors_announced_but_never_sent_time_out():
     ours, theirs = Pipe(duplex=True)
     with pytest.raises(PackError, match="no descriptors"):
         receive_fds(theirs.fileno(), 1, timeout=0.2)
+
+
+def _specs(values):
+    return [{"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")} for v in values]
+
+
+def test_a_destination_filled_by_its_writer_and_sealed_by_its_receiver_reads_back_in_order():
+    call = [torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.randn(2, 2).bfloat16()]
+    layout = planned_layout(_specs(call), repeats=3)
+    # The planned layout is the one write_pack gives the same tensors.
+    _fd, written = write_pack(call * 3)
+    os.close(_fd)
+    assert layout.slots == written.slots and layout.size == written.size
+    fd = destination_pack(layout)
+    try:
+        writer = PackWriter(fd, layout)
+        calls = [[t + i if t.is_floating_point() else t * i for t in call] for i in range(3)]
+        for i, outs in enumerate(calls):
+            writer.write(i * len(call), outs)
+        with pytest.raises(PackError, match="could not be sealed"):
+            with mmap.mmap(fd, layout.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE):
+                seal_pack(fd)  # a writable mapping is still there
+        seal_pack(fd)
+        back = read_pack(fd, layout)
+        for got, want in zip(back, [t for outs in calls for t in outs]):
+            assert torch.equal(got, want)
+        with pytest.raises(OSError):
+            os.pwrite(fd, b"late", 0)
+    finally:
+        os.close(fd)
+
+
+def test_outputs_that_do_not_fit_a_destination_are_refused_and_nothing_is_written():
+    layout = planned_layout([{"shape": [4], "dtype": "float32"}], repeats=2)
+    fd = destination_pack(layout)
+    try:
+        writer = PackWriter(fd, layout)
+        for wrong in ([torch.zeros(5)], [torch.zeros(4, dtype=torch.float64)], [3.0], [torch.zeros(4)] * 3):
+            with pytest.raises(PackError):
+                writer.write(0, wrong)
+        assert not fill_pack(fd, layout, [torch.zeros(4), torch.zeros(4, dtype=torch.float16)])
+        assert os.pread(fd, layout.size, 0) == bytes(layout.size)
+        assert fill_pack(fd, layout, [torch.ones(4), torch.full((4,), 2.0)])
+    finally:
+        os.close(fd)

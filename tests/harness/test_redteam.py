@@ -165,6 +165,17 @@ def test_outputs_in_a_pack_that_could_still_change_are_a_forged_reply(tmp_path, 
 
 
 @pytest.mark.slow
+def test_a_destination_kept_writable_after_the_reply_is_a_forged_reply(tmp_path, device):
+    verdict, _ = _eval("destination_kept_writable.py", tmp_path, device)
+    _summary("destination_kept_writable.py", device, verdict)
+    if verdict.get("datapath") == "cuda":  # device packs: no destination is handed over; honest compute
+        assert verdict["status"] == "ok", verdict.get("error")
+        return
+    assert verdict["status"] == "runtime_error" and verdict["cause"] == "protocol", verdict.get("error")
+    assert "could not be sealed" in verdict["error"], verdict["error"]
+
+
+@pytest.mark.slow
 def test_load_left_behind_cannot_slow_the_baselines(tmp_path, device):
     verdict, _ = _eval("load_left_behind.py", tmp_path, device)
     _caught_or_not_faster(verdict)

@@ -113,6 +113,98 @@ def plan_slots(values: Sequence[Any]) -> tuple[list[TensorSlot | None], list[Any
     return slots, plain, offset
 
 
+def planned_layout(specs: Sequence[dict[str, Any]], repeats: int = 1) -> PackLayout:
+    """The layout a pack of ``repeats`` calls' outputs takes, each call's outputs as ``specs`` say
+    (``shape``, ``dtype``): the same slots ``write_pack`` gives tensors of those shapes."""
+    slots: list[TensorSlot] = []
+    offset = 0
+    for _ in range(repeats):
+        for spec in specs:
+            shape = tuple(int(d) for d in spec["shape"])
+            dtype = str(spec["dtype"]).replace("torch.", "")
+            nbytes = _numel(shape) * dtype_of(dtype).itemsize
+            slots.append(TensorSlot(shape, dtype, offset, nbytes))
+            offset += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+    return PackLayout(slots=tuple(slots), values=(None,) * len(slots), size=max(offset, 1))
+
+
+def destination_pack(layout: PackLayout, name: str = "destination") -> int:
+    """An unsealed memory file of ``layout.size`` bytes whose pages are already allocated, for a
+    worker to write its outputs into (``fill_pack``) and its receiver to seal (``seal_pack``).
+
+    Why: a fresh file's pages are allocated as the writer first touches them, inside the timed
+    request. On the 2-core VM that was most of a burst's time and all of its noise: 62 MB of
+    outputs packed in 27-190 ms (the same calls computed in 2 ms); written into pages allocated
+    beforehand, 11-15 ms."""
+    fd = os.memfd_create(f"hercules-{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, layout.size)
+        os.posix_fallocate(fd, 0, layout.size)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class PackWriter:
+    """Writes values into a ``destination_pack`` laid out as ``layout``, slot after slot, with
+    write(2) into its allocated pages (no mapping to fault in). Tensors may live on any device."""
+
+    def __init__(self, fd: int, layout: PackLayout):
+        if os.fstat(fd).st_size != layout.size:
+            raise PackError(f"destination holds {os.fstat(fd).st_size} bytes, its layout {layout.size}")
+        self.fd = fd
+        self.layout = layout
+
+    def fits(self, start: int, values: Sequence[Any]) -> bool:
+        """Whether ``values`` are plain tensors of the shapes and dtypes of the slots from ``start``."""
+        slots = self.layout.slots[start:start + len(values)]
+        return len(slots) == len(values) and all(
+            slot is not None and type(value) is torch.Tensor and tuple(value.shape) == slot.shape
+            and value.dtype == dtype_of(slot.dtype) for value, slot in zip(values, slots))
+
+    def write(self, start: int, values: Sequence[Any]) -> None:
+        """``values`` into the slots from ``start`` on; PackError when they do not fit them."""
+        if not self.fits(start, values):
+            raise PackError(f"outputs for slots {start}..{start + len(values) - 1} do not match the expected "
+                            f"shapes and dtypes: {[tuple(getattr(v, 'shape', ())) for v in values][:4]}")
+        for value, slot in zip(values, self.layout.slots[start:start + len(values)]):
+            if not slot.nbytes:
+                continue
+            source = value.detach().contiguous().reshape(-1).view(torch.uint8)
+            view = memoryview(source.cpu().numpy())
+            written = 0
+            while written < slot.nbytes:
+                written += os.pwrite(self.fd, view[written:], slot.offset + written)
+
+
+def fill_pack(fd: int, layout: PackLayout, values: Sequence[Any]) -> bool:
+    """Write ``values`` into a ``destination_pack`` laid out as ``layout``; False (nothing written)
+    when they do not fit it exactly (a value that is not a plain tensor, a shape or dtype of its
+    own): the caller then writes a pack of its own."""
+    try:
+        writer = PackWriter(fd, layout)
+    except PackError:
+        return False
+    if len(values) != len(layout.slots) or not writer.fits(0, values):
+        return False
+    writer.write(0, values)
+    return True
+
+
+def seal_pack(fd: int) -> None:
+    """Seal a ``destination_pack`` its writer has handed back: no write, shrink or grow after this.
+    Refused (PackError) while any writable mapping of it is left, or when its writer sealed it in a
+    way that keeps these seals out."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    except OSError as exc:
+        raise PackError(f"the pack could not be sealed (a writable mapping left, or sealed by its writer): "
+                        f"{exc}") from None
+    if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
+        raise PackError("the pack could not be sealed")
+
+
 def write_pack(values: Sequence[Any], name: str = "pack", medium: str = "memfd",
                device: torch.device | str | None = None) -> tuple[int, PackLayout]:
     """A pack holding ``values``; returns (fd, layout).

@@ -47,6 +47,7 @@ from hercules.harness.decide import (
     ScanOutcome,
     decide,
 )
+from hercules.harness.datapath import PackError, PackLayout, destination_pack, planned_layout, seal_pack
 from hercules.harness.device_lock import DeviceLock, shared_section
 from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, package_pythonpath, private_dir
 from hercules.harness.protocol import (
@@ -890,6 +891,9 @@ class _Evaluation:
                     fd, layout, _per_set = self._inputs_many([self.trial_seeds[i % len(self.trial_seeds)]
                                                              for i in range(inputs_of)])
                     fds, fields = (fd,), {"layout": layout}
+                destination = self._destination(outputs_of)
+                if destination is not None:
+                    fds, fields = (*fds, destination[0]), {**fields, "into": destination[1].to_message()}
                 try:
                     started = time.perf_counter()
                     raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration", fds,
@@ -900,8 +904,42 @@ class _Evaluation:
                 finally:
                     self._close_fds(fds)
                 self._close_fds(raw.get("_fds") or [])
+            import sys; print(f"DBG calib {key} {[round(t,1) for t in taken]}", file=sys.stderr)
             self._calibrated_overhead_ms[key] = min(taken)
         return self._calibrated_overhead_ms[key]
+
+    def _destination(self, outputs_of: int) -> tuple[int, PackLayout] | None:
+        """Where a burst's worker writes ``outputs_of`` calls' outputs: a host pack whose pages are
+        allocated here, before the clock starts (datapath.destination_pack: on the 2-core VM a
+        pack's own page allocation took 27-190 ms for 62 MB, the calls 2 ms). None with device
+        packs, which their writer allocates."""
+        if self.datapath != "memfd" or not getattr(self, "specs", None):
+            return None
+        layout = planned_layout(self.specs, outputs_of)
+        return destination_pack(layout), layout
+
+    def _handed_back(self, reply: PackReply, fds: list[int], destination: tuple[int, PackLayout] | None,
+                     what: str) -> tuple[PackReply, list[int]]:
+        """The pack a candidate's reply hands in: the destination, sealed now, where the candidate
+        wrote into it; else the candidate's own. A destination that cannot be sealed (a writable
+        mapping kept, its own seals) is refused."""
+        if destination is None or not reply.into:
+            if destination is not None:
+                self._close_fds([destination[0]])
+            if reply.into:
+                self._close_fds(fds)
+                raise _Abort(Status.RUNTIME_ERROR, f"{what}: a reply names a destination it was not given",
+                             Cause.PROTOCOL)
+            return reply, fds
+        fd, layout = destination
+        try:
+            seal_pack(fd)
+        except PackError as exc:
+            self._close_fds([fd, *fds])
+            self.workers["candidate"].kill()
+            raise _Abort(Status.RUNTIME_ERROR, f"{what}: {exc}", Cause.PROTOCOL) from None
+        self._close_fds(fds)
+        return replace(reply, layout=layout.to_message()), [fd]
 
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
         raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
@@ -917,10 +955,19 @@ class _Evaluation:
         outputs_of = calls if judged is not None else 1
         overhead_ms = self._overhead_ms(outputs_of)
         for attempt in range(2):
-            started = time.perf_counter()
-            burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", calls=calls,
-                                         every_call=judged is not None)
-            total_ms = (time.perf_counter() - started) * 1e3
+            destination = self._destination(outputs_of)
+            try:
+                started = time.perf_counter()
+                burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check",
+                                             () if destination is None else (destination[0],), calls=calls,
+                                             every_call=judged is not None,
+                                             into=None if destination is None else destination[1].to_message())
+                total_ms = (time.perf_counter() - started) * 1e3
+            except BaseException:
+                if destination is not None:
+                    self._close_fds([destination[0]])
+                raise
+            burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
             if burst.pack_ms is not None and judged is None:
                 self.pack_ms["candidate"].append(burst.pack_ms)
             result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
@@ -932,6 +979,7 @@ class _Evaluation:
             # run): the calibration was taken under load (on the loaded 2-core CPU an honest 18 ms
             # call once measured 0 this way). Both are measured again.
             overhead_ms = self._overhead_ms(outputs_of, again=True)
+        import sys; print(f"DBG burst calls={calls} every={judged is not None} total={total_ms:.2f} over={overhead_ms:.2f} pack={burst.pack_ms} into={burst.into}", file=sys.stderr)
         return max(0.0, total_ms - overhead_ms) / calls, burst.enqueue_ms, burst.executed_lines
 
     def _timing_set_seeds(self, sets: int, revalidation_seeds: list[int]) -> list[int]:
@@ -949,8 +997,10 @@ class _Evaluation:
         """The long burst again with every call's outputs returned, CHECKED_JUDGED of them drawn at
         random after the reply and judged: (the per-call time to hold the candidate to when it is
         well above the long burst's (JUDGED_RATIO_LIMIT plus what it can be off by), else None;
-        whether every drawn call's outputs were right). On a GPU run twice and the faster kept: the
-        first burst that keeps every output asks the allocator for new memory."""
+        whether every drawn call's outputs were right). Run twice, the faster kept, as the long
+        burst it is set against: on a GPU the first burst that keeps every output asks the
+        allocator for new memory; on the 2-core VM one such request of 18 ms read 5 ms slow (an
+        honest 0.088 ms call read 0.245 ms per call, 0.09-0.11 in the passes that followed)."""
         out_bytes = max(1, _output_bytes(self.specs))
         calls = _landing_on_set0(min(calls, CHECKED_OUTPUT_BYTES.get(self.device.type, 64 << 20) // out_bytes), sets)
         if calls < 2:  # one call: the long burst's last, judged already
@@ -958,7 +1008,7 @@ class _Evaluation:
         set_seeds = self._timing_set_seeds(sets, revalidation_seeds)
         draw = secrets.SystemRandom()
         figures = []
-        for _ in range(2 if self.device.type == "cuda" else 1):
+        for _ in range(2):
             chosen = set(draw.sample(range(calls - 1), min(CHECKED_JUDGED, calls - 1))) | {calls - 1}
             judged = [set_seeds[i % sets] if i in chosen else None for i in range(calls)]
             checked, _enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
@@ -1042,17 +1092,27 @@ class _Evaluation:
             # and no call can be skipped (only the last call of a burst used to be judged).
             seeds = [secrets.randbits(63) for _ in range(calls)]
             fd, layout, per_set = self._inputs_many(seeds)
+            destination = self._destination(calls)
             try:
                 started = time.perf_counter()
                 burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
-                                             "fresh timing values", (fd,), layout=layout, per_set=per_set)
+                                             "fresh timing values",
+                                             (fd,) if destination is None else (fd, destination[0]), layout=layout,
+                                             per_set=per_set,
+                                             into=None if destination is None else destination[1].to_message())
                 total_ms = (time.perf_counter() - started) * 1e3
+            except BaseException:
+                if destination is not None:
+                    self._close_fds([destination[0]])
+                raise
             finally:
                 self._close_fds([fd])
+            burst, fds = self._handed_back(burst, fds, destination, "fresh timing values")
             if not self._compare(None, burst, fds, "timed outputs", seeds=list(seeds)).correct:
                 return None
             if total_ms <= fresh_overhead_ms:  # quicker than no call at all: calibrated under load
                 fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls, again=True)
+            import sys; print(f"DBG fresh calls={calls} total={total_ms:.2f} over={fresh_overhead_ms:.2f} pack={burst.pack_ms} into={burst.into}", file=sys.stderr)
             totals.append(total_ms)
             # Rounds were planned from the figure being checked (events, the long burst); passes
             # all much slower than that (a result cache: 32 calls of 38 ms, not of 0.07 ms, on the
@@ -1179,10 +1239,16 @@ class _Evaluation:
         calls = _burst_calls(max(event_ms, 1e-4), overhead_ms, 1)
         totals = []
         for _ in range(LONG_BURSTS):  # as the candidate's long burst: the faster counts
-            started = time.perf_counter()
-            burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}",
-                                  name=name, calls=calls, seed=self.trial_seeds[0])
-            totals.append((time.perf_counter() - started) * 1e3)
+            destination = self._destination(1)
+            fds = () if destination is None else (destination[0],)
+            try:
+                started = time.perf_counter()
+                burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}", fds,
+                                      name=name, calls=calls, seed=self.trial_seeds[0],
+                                      into=None if destination is None else destination[1].to_message())
+                totals.append((time.perf_counter() - started) * 1e3)
+            finally:
+                self._close_fds(fds)
             self._close_fds(burst.get("_fds") or [])
         return max(event_ms, max(0.0, min(totals) - overhead_ms) / calls)
 

@@ -88,24 +88,28 @@ class BuildReply(Reply):
 
 @dataclass(frozen=True)
 class PackReply(Reply):
-    """A reply whose tensors travel as one sealed memory file beside it (``fds`` says how many)."""
+    """A reply whose tensors travel as one sealed memory file beside it (``fds`` says how many), or,
+    with ``into``, were written into the destination the request brought (no descriptor)."""
 
     op: ClassVar[str] = "pack"
     layout: dict[str, Any]
     types: tuple[str, ...]
     fds: int
+    into: bool = False
 
     @classmethod
     def _parse(cls, raw):
         fds = int(raw["fds"])
-        if fds != 1:
-            raise ProtocolError(f"a pack reply carries one descriptor, not {fds}")
+        into = _flag(raw.get("into", False), "into")
+        if fds != (0 if into else 1):
+            raise ProtocolError(f"a pack reply carries {'no descriptor' if into else 'one descriptor'}, not {fds}")
         if not isinstance(raw["layout"], dict):
             raise ProtocolError("layout is not a dict")
         # One type name per output of every call a burst returns (a fresh pass on the GPU: up to
         # 256 calls): cut to 64 like other lists, they no longer matched the layout and the
         # reference refused every honest pack of more than 64 outputs.
-        return cls(layout=raw["layout"], types=_strings(raw["types"], "types", limit=PACK_SLOTS_MAX), fds=fds)
+        return cls(layout=raw["layout"], types=_strings(raw["types"], "types", limit=PACK_SLOTS_MAX), fds=fds,
+                   into=into)
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,8 @@ class RunReply(PackReply):
         lines = raw.get("executed_lines") or ()
         if not isinstance(lines, (list, tuple)) or not all(isinstance(n, int) for n in lines):
             raise ProtocolError("executed_lines is not a list of ints")
-        return cls(layout=base.layout, types=base.types, fds=base.fds, aliases=_flag(raw["aliases"], "aliases"),
+        return cls(layout=base.layout, types=base.types, fds=base.fds, into=base.into,
+                   aliases=_flag(raw["aliases"], "aliases"),
                    mutated=_flag(raw["mutated"], "mutated"), swallowed=_strings(raw["swallowed"], "swallowed"),
                    executed_lines=tuple(lines[:100000]))
 
@@ -139,7 +144,7 @@ class SingleReply(PackReply):
     @classmethod
     def _parse(cls, raw):
         base = PackReply._parse(raw)
-        return cls(layout=base.layout, types=base.types, fds=base.fds,
+        return cls(layout=base.layout, types=base.types, fds=base.fds, into=base.into,
                    event_ms=_number(raw.get("event_ms"), "event_ms", optional=True))
 
 
@@ -158,7 +163,7 @@ class BurstReply(PackReply):
         lines = raw.get("executed_lines") or ()
         if not isinstance(lines, (list, tuple)) or not all(isinstance(n, int) for n in lines):
             raise ProtocolError("executed_lines is not a list of ints")
-        return cls(layout=base.layout, types=base.types, fds=base.fds,
+        return cls(layout=base.layout, types=base.types, fds=base.fds, into=base.into,
                    enqueue_ms=_number(raw["enqueue_ms"], "enqueue_ms"), executed_lines=tuple(lines[:100000]),
                    pack_ms=_number(raw.get("pack_ms"), "pack_ms", optional=True))
 

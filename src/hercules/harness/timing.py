@@ -155,7 +155,8 @@ def burst_ms(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.de
 
 
 def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: torch.device,
-                  calls: int, every_call: bool = False, own_copies: bool = False) -> tuple[list[Any], float]:
+                  calls: int, every_call: bool = False, own_copies: bool = False,
+                  sink: Callable[[int, Any], None] | None = None) -> tuple[list[Any], float]:
     """``calls`` back-to-back calls rotating over ``arg_sets``, then a device-wide synchronise;
     returns the last call's outputs (with ``every_call``, a list of every call's outputs) and the
     host's enqueue time per call (ms).
@@ -165,23 +166,29 @@ def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: tor
     judged, no call of the burst can be skipped either. ``own_copies``: every call's outputs are
     copied as they come (enqueued before the next call), for a function that hands back the same
     output buffers each call (a CUDA-graph replay's static outputs): kept as they are, every
-    call's outputs would show the last call's values."""
+    call's outputs would show the last call's values. ``sink`` (with ``every_call``): each call's
+    outputs are handed to ``sink(index, outputs)`` right after the call instead of kept (nothing
+    is returned for them), so each call's output memory is freed for the next, as in a burst that
+    keeps none."""
     _sync(device)
     start = _perf_counter()
     out = None
     kept: list[Any] = []
     for i in range(calls):
         out = fn(*arg_sets[i % len(arg_sets)])
-        if every_call:
+        if every_call and sink is not None:
+            sink(i, out)
+        elif every_call:
             kept.append(_copied(out) if own_copies else out)
     issued = _perf_counter()
     _sync(device)
-
-    def as_list(o: Any) -> list[Any]:
-        return list(o) if isinstance(o, (tuple, list)) else [o]
-
     enqueue = (issued - start) * 1e3 / max(calls, 1)
-    return ([as_list(o) for o in kept] if every_call else as_list(out)), enqueue
+    return ([call_outputs(o) for o in kept] if every_call else call_outputs(out)), enqueue
+
+
+def call_outputs(out: Any) -> list[Any]:
+    """One call's outputs as a list (a tuple or list of outputs, or one output)."""
+    return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
 def _copied(out: Any) -> Any:
