@@ -112,7 +112,7 @@ def test_three_smallest_references_are_ok_with_no_flag_on_cpu(tmp_path: Path, ca
     summary = json.loads((run_dir / "kernelbench_summary.json").read_text())
     assert (run_dir / "kernelbench_summary.md").is_file()
     assert sorted(v["problem"] for v in summary["verdicts"]) == sorted(name for name, _work in chosen)
-    assert summary["not_clean"] == [], summary["not_clean"]
+    assert summary["not_clean"] == [], json.dumps(summary["not_clean"])
     for v in summary["verdicts"]:
         assert v["status"] == "ok" and v["flags"] == [], v
         assert v["problem"] in printed  # one line per verdict, as it arrived
