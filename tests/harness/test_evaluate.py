@@ -224,6 +224,26 @@ def test_kernelbench_tolerance_accepts_what_upstream_accepts_and_strict_does_not
         evaluate(problem, downcast, replace(options, tolerance="loose"))
 
 
+def test_outputs_that_change_dtype_in_a_pass_with_every_call_judged_are_judged_not_refused(problem, options):
+    """fp16 outputs only inside the passes whose every call comes back (found by the worker's
+    frames) do not fit the destination the parent laid out: the worker keeps and packs them itself
+    and the parent judges them, as before destinations: incorrect, not a crash of the harness."""
+    switching = candidate("""
+    def forward(self, x):
+        import sys
+        out = torch.relu(self.lin(x)) * 2
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name == "op_fresh_burst":
+                return out.half()
+            frame = frame.f_back
+        return out
+""")
+    verdict = evaluate(problem, switching, options)
+    assert verdict.status is Status.INCORRECT, (verdict.status, verdict.error)
+    assert "result_cache" in verdict.flags, verdict.flags
+
+
 def test_thread_left_running_is_flagged_even_without_static_evidence(problem, options):
     code = HEADER + "import importlib\n_t = importlib.import_module('thread' + 'ing')\n" + INIT + """
         self.worker = _t.Thread(target=lambda: __import__('time').sleep(600), daemon=True)

@@ -179,7 +179,7 @@ def burst_outputs(fn: Callable[..., Any], arg_sets: Sequence[tuple], device: tor
         if every_call and sink is not None:
             sink(i, out)
         elif every_call:
-            kept.append(_copied(out) if own_copies else out)
+            kept.append(copied_outputs(out) if own_copies else out)
     issued = _perf_counter()
     _sync(device)
     enqueue = (issued - start) * 1e3 / max(calls, 1)
@@ -191,11 +191,12 @@ def call_outputs(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def _copied(out: Any) -> Any:
+def copied_outputs(out: Any) -> Any:
+    """A call's outputs with every tensor cloned (tuples and lists kept as they are)."""
     if isinstance(out, torch.Tensor):
         return out.clone()
     if isinstance(out, (tuple, list)):
-        return type(out)(_copied(o) for o in out)
+        return type(out)(copied_outputs(o) for o in out)
     return out
 
 

@@ -771,11 +771,23 @@ class CandidateWorker(PackEnds):
             if len(layout.slots) % max(calls, 1):
                 raise PackError(f"a destination of {len(layout.slots)} outputs for {calls} calls")
             per_call = len(layout.slots) // max(calls, 1)
-            _, enqueue = _timing.burst_outputs(
-                self.model, arg_sets, self.device, calls, every_call=True,
-                sink=lambda index, out: writer.write(index * per_call, _timing.call_outputs(out)))
-            return {"enqueue_ms": enqueue, "executed_lines": self._lines(), "layout": layout.to_message(),
-                    "types": ["torch.Tensor"] * len(layout.slots), "fds": 0, "into": True}
+            kept: list[Any] = []
+
+            def sink(index: int, out: Any) -> None:
+                outs = _timing.call_outputs(out)
+                if kept or (index == 0 and not writer.fits(0, outs)):
+                    # Outputs of shapes or dtypes of their own (fp16 for an fp32 problem): all kept
+                    # and packed by this worker after the burst, as on a GPU, for the parent to judge.
+                    kept.append(_timing.copied_outputs(out) if self.outputs_reused else out)
+                    return
+                writer.write(index * per_call, outs)  # refused if a later call's outputs differ
+
+            _, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True, sink=sink)
+            fields = {"enqueue_ms": enqueue, "executed_lines": self._lines()}
+            if kept:
+                return self._pack_reply([o for out in kept for o in _timing.call_outputs(out)], fields)
+            return {**fields, "layout": layout.to_message(), "types": ["torch.Tensor"] * len(layout.slots), "fds": 0,
+                    "into": True}
         per_call_outputs, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True,
                                                           own_copies=self.outputs_reused)
         return self._pack_reply([o for outs in per_call_outputs for o in outs],
