@@ -909,7 +909,6 @@ class _Evaluation:
                 finally:
                     self._close_fds(fds)
                 self._close_fds(raw.get("_fds") or [])
-            import sys; print(f"DBG calib {key} {[round(t,1) for t in taken]}", file=sys.stderr)
             self._calibrated_overhead_ms[key] = min(taken)
         return self._calibrated_overhead_ms[key]
 
@@ -984,7 +983,6 @@ class _Evaluation:
             # run): the calibration was taken under load (on the loaded 2-core CPU an honest 18 ms
             # call once measured 0 this way). Both are measured again.
             overhead_ms = self._overhead_ms(outputs_of, again=True)
-        import sys; print(f"DBG burst calls={calls} every={judged is not None} total={total_ms:.2f} over={overhead_ms:.2f} pack={burst.pack_ms} into={burst.into}", file=sys.stderr)
         return max(0.0, total_ms - overhead_ms) / calls, burst.enqueue_ms, burst.executed_lines
 
     def _timing_set_seeds(self, sets: int, revalidation_seeds: list[int]) -> list[int]:
@@ -1119,7 +1117,6 @@ class _Evaluation:
                 return None
             if total_ms <= fresh_overhead_ms:  # quicker than no call at all: calibrated under load
                 fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls, again=True)
-            import sys; print(f"DBG fresh calls={calls} total={total_ms:.2f} over={fresh_overhead_ms:.2f} pack={burst.pack_ms} into={burst.into}", file=sys.stderr)
             totals.append(total_ms)
             # Rounds were planned from the figure being checked (events, the long burst); passes
             # all much slower than that (a result cache: 32 calls of 38 ms, not of 0.07 ms, on the
