@@ -100,16 +100,19 @@ _SANDBOX_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TERM", "CUDA_HOME", "CUDA_PATH",
                      "HERCULES_WORKER_THREADS", "TRITON_INTERPRET", "MAX_JOBS", "OMP_NUM_THREADS", "VIRTUAL_ENV")
 
 
-# glibc's allocator as every worker uses it: freed memory kept for the next allocation, never
-# mapped per allocation nor handed back. By default each allocation above 128 KB (a tensor of a few
-# hundred KB) is a fresh mapping whose pages fault in on first write, and freed memory at the heap's
-# top goes back to the kernel. On the 2-core VM that churn was the timing: a burst of 16 MB fp32
-# elementwise calls read 5.0 ms per call with it and 1.6 ms without, 64 MB ones 56 against 6.9 ms;
-# a burst keeping every call's 2 MB outputs read 0.6-3.6 ms per call with it and 0.09-0.15 ms
-# without, where a burst freeing each output read 0.06-0.09 (an honest candidate was flagged
-# result_cache by the passes that keep every output).
-# Threads' arenas still map what does not fit them (glibc falls back to a mapping there).
-HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 46)}
+# glibc's allocator as every worker uses it: blocks up to 32 MB (glibc's largest mapping
+# threshold) come from the heap and freed ones are kept for the next allocation, never handed
+# back. By default each allocation above 128 KB (a tensor of a few hundred KB) can be a fresh
+# mapping whose pages fault in on first write, and freed memory at the heap's top goes back to the
+# kernel. On the 2-core VM that churn was the timing: a burst keeping every call's 2 MB outputs
+# read 0.6-3.6 ms per call with it and 0.1 ms without, where a burst freeing each output read
+# 0.06-0.09 (an honest candidate was flagged result_cache by the passes that keep every output);
+# a 16 MB elementwise burst 5.0 ms per call with it, 1.6 without. Larger blocks stay mappings,
+# returned when freed: with every block on the heap (no mappings at all) a 64 MB burst read 6.9 ms
+# instead of 21, but freed multi-GB blocks stayed resident: on KernelBench 98_KLDivLoss (2 GB
+# inputs) the kernel's OOM killer ended the reference worker (external_kill), where with blocks
+# this large mapped the candidate's sandbox bound ends it first (sandbox_refusal), as by default.
+HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 46)}
 
 
 def _sandbox_env() -> dict[str, str]:
