@@ -95,6 +95,11 @@ def _numel(shape: Sequence[int]) -> int:
     return n
 
 
+def _aligned(nbytes: int) -> int:
+    """The room a slot of ``nbytes`` takes: the next slot starts ALIGN-aligned."""
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
 def plan_slots(values: Sequence[Any]) -> tuple[list[TensorSlot | None], list[Any], int]:
     """Where each tensor of ``values`` goes in a pack (ALIGN-aligned offsets), the plain values, and
     the bytes used."""
@@ -106,7 +111,7 @@ def plan_slots(values: Sequence[Any]) -> tuple[list[TensorSlot | None], list[Any
             nbytes = value.numel() * value.element_size()
             slots.append(TensorSlot(tuple(value.shape), str(value.dtype).replace("torch.", ""), offset, nbytes))
             plain.append(None)
-            offset += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+            offset += _aligned(nbytes)
         else:
             slots.append(None)
             plain.append(value)
@@ -124,7 +129,7 @@ def planned_layout(specs: Sequence[dict[str, Any]], repeats: int = 1) -> PackLay
             dtype = str(spec["dtype"]).replace("torch.", "")
             nbytes = _numel(shape) * dtype_of(dtype).itemsize
             slots.append(TensorSlot(shape, dtype, offset, nbytes))
-            offset += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+            offset += _aligned(nbytes)
     return PackLayout(slots=tuple(slots), values=(None,) * len(slots), size=max(offset, 1))
 
 

@@ -313,6 +313,21 @@ def _revalidation_failed(findings: list[Finding], message: str) -> MeasureOutcom
 
 
 @dataclass(frozen=True)
+class _Destination:
+    """A reply's host pack made by the parent (``_Evaluation._destination``), or none (both None)."""
+
+    fd: int | None
+    layout: PackLayout | None
+
+    def fds(self, others: tuple[int, ...] = ()) -> tuple[int, ...]:
+        """A request's descriptors: ``others``, then this destination's (the worker takes the last)."""
+        return others if self.fd is None else (*others, self.fd)
+
+    def fields(self) -> dict[str, Any]:
+        return {} if self.layout is None else {"into": self.layout.to_message()}
+
+
+@dataclass(frozen=True)
 class JudgedPasses:
     """Per-call figures of the passes whose every call comes back (``_judged_passes``), on the
     parent's clock, each round's calibrated empty round trip taken off."""
@@ -896,14 +911,13 @@ class _Evaluation:
                     fd, layout, _per_set = self._inputs_many([self.trial_seeds[i % len(self.trial_seeds)]
                                                              for i in range(inputs_of)])
                     fds, fields = (fd,), {"layout": layout}
-                destination = self._destination(outputs_of)
-                if destination is not None:
-                    fds, fields = (*fds, destination[0]), {**fields, "into": destination[1].to_message()}
                 try:
-                    started = time.perf_counter()
-                    raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration", fds,
-                                        name="", calls=0, seed=self.trial_seeds[0], outputs_of=outputs_of, **fields)
-                    taken.append((time.perf_counter() - started) * 1e3)
+                    with self._destination(outputs_of) as destination:
+                        started = time.perf_counter()
+                        raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration",
+                                            destination.fds(fds), name="", calls=0, seed=self.trial_seeds[0],
+                                            outputs_of=outputs_of, **fields, **destination.fields())
+                        taken.append((time.perf_counter() - started) * 1e3)
                     if raw.get("pack_ms") is not None and outputs_of == 1 and not inputs_of:
                         self.pack_ms["calibration"].append(float(raw["pack_ms"]))
                 finally:
@@ -912,38 +926,40 @@ class _Evaluation:
             self._calibrated_overhead_ms[key] = min(taken)
         return self._calibrated_overhead_ms[key]
 
-    def _destination(self, outputs_of: int) -> tuple[int, PackLayout] | None:
+    @contextlib.contextmanager
+    def _destination(self, outputs_of: int) -> Iterator[_Destination]:
         """Where a burst's worker writes ``outputs_of`` calls' outputs: a host pack whose pages are
         allocated here, before the clock starts (datapath.destination_pack: on the 2-core VM a
-        pack's own page allocation took 27-190 ms for 62 MB, the calls 2 ms). None with device
-        packs, which their writer allocates."""
+        pack's own page allocation took 27-190 ms for 62 MB, the calls 2 ms); none with device
+        packs, which their writer allocates. The parent's descriptor is closed on leaving."""
         if self.datapath != "memfd" or not getattr(self, "specs", None):
-            return None
+            yield _Destination(None, None)
+            return
         layout = planned_layout(self.specs, outputs_of)
-        return destination_pack(layout), layout
+        fd = destination_pack(layout)
+        try:
+            yield _Destination(fd, layout)
+        finally:
+            self._close_fds([fd])
 
-    def _handed_back(self, reply: PackReply, fds: list[int], destination: tuple[int, PackLayout] | None,
+    def _handed_back(self, reply: PackReply, fds: list[int], destination: _Destination,
                      what: str) -> tuple[PackReply, list[int]]:
         """The pack a candidate's reply hands in: the destination, sealed now, where the candidate
-        wrote into it; else the candidate's own. A destination that cannot be sealed (a writable
-        mapping kept, its own seals) is refused."""
-        if destination is None or not reply.into:
-            if destination is not None:
-                self._close_fds([destination[0]])
-            if reply.into:
-                self._close_fds(fds)
-                raise _Abort(Status.RUNTIME_ERROR, f"{what}: a reply names a destination it was not given",
-                             Cause.PROTOCOL)
+        wrote into it (a descriptor of its own returned, for the comparison to close); else the
+        candidate's own. A destination that cannot be sealed (a writable mapping kept, its own
+        seals) is refused."""
+        if not reply.into:
             return reply, fds
-        fd, layout = destination
+        self._close_fds(fds)
+        if destination.fd is None:
+            raise _Abort(Status.RUNTIME_ERROR, f"{what}: a reply names a destination it was not given",
+                         Cause.PROTOCOL)
         try:
-            seal_pack(fd)
+            seal_pack(destination.fd)
         except PackError as exc:
-            self._close_fds([fd, *fds])
             self.workers["candidate"].kill()
             raise _Abort(Status.RUNTIME_ERROR, f"{what}: {exc}", Cause.PROTOCOL) from None
-        self._close_fds(fds)
-        return replace(reply, layout=layout.to_message()), [fd]
+        return replace(reply, layout=destination.layout.to_message()), [os.dup(destination.fd)]
 
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
         raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
@@ -959,19 +975,12 @@ class _Evaluation:
         outputs_of = calls if judged is not None else 1
         overhead_ms = self._overhead_ms(outputs_of)
         for attempt in range(2):
-            destination = self._destination(outputs_of)
-            try:
+            with self._destination(outputs_of) as destination:
                 started = time.perf_counter()
-                burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check",
-                                             () if destination is None else (destination[0],), calls=calls,
-                                             every_call=judged is not None,
-                                             into=None if destination is None else destination[1].to_message())
+                burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", destination.fds(),
+                                             calls=calls, every_call=judged is not None, **destination.fields())
                 total_ms = (time.perf_counter() - started) * 1e3
-            except BaseException:
-                if destination is not None:
-                    self._close_fds([destination[0]])
-                raise
-            burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
+                burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
             if burst.pack_ms is not None and judged is None:
                 self.pack_ms["candidate"].append(burst.pack_ms)
             result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
@@ -1097,22 +1106,16 @@ class _Evaluation:
             # and no call can be skipped (only the last call of a burst used to be judged).
             seeds = [secrets.randbits(63) for _ in range(calls)]
             fd, layout, per_set = self._inputs_many(seeds)
-            destination = self._destination(calls)
             try:
-                started = time.perf_counter()
-                burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
-                                             "fresh timing values",
-                                             (fd,) if destination is None else (fd, destination[0]), layout=layout,
-                                             per_set=per_set,
-                                             into=None if destination is None else destination[1].to_message())
-                total_ms = (time.perf_counter() - started) * 1e3
-            except BaseException:
-                if destination is not None:
-                    self._close_fds([destination[0]])
-                raise
+                with self._destination(calls) as destination:
+                    started = time.perf_counter()
+                    burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
+                                                 "fresh timing values", destination.fds((fd,)), layout=layout,
+                                                 per_set=per_set, **destination.fields())
+                    total_ms = (time.perf_counter() - started) * 1e3
+                    burst, fds = self._handed_back(burst, fds, destination, "fresh timing values")
             finally:
                 self._close_fds([fd])
-            burst, fds = self._handed_back(burst, fds, destination, "fresh timing values")
             if not self._compare(None, burst, fds, "timed outputs", seeds=list(seeds)).correct:
                 return None
             if total_ms <= fresh_overhead_ms:  # quicker than no call at all: calibrated under load
@@ -1243,16 +1246,12 @@ class _Evaluation:
         calls = _burst_calls(max(event_ms, 1e-4), overhead_ms, 1)
         totals = []
         for _ in range(LONG_BURSTS):  # as the candidate's long burst: the faster counts
-            destination = self._destination(1)
-            fds = () if destination is None else (destination[0],)
-            try:
+            with self._destination(1) as destination:
                 started = time.perf_counter()
-                burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}", fds,
-                                      name=name, calls=calls, seed=self.trial_seeds[0],
-                                      into=None if destination is None else destination[1].to_message())
+                burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}",
+                                      destination.fds(), name=name, calls=calls, seed=self.trial_seeds[0],
+                                      **destination.fields())
                 totals.append((time.perf_counter() - started) * 1e3)
-            finally:
-                self._close_fds(fds)
             self._close_fds(burst.get("_fds") or [])
         return max(event_ms, max(0.0, min(totals) - overhead_ms) / calls)
 
