@@ -130,6 +130,12 @@ JUDGED_REMEASURES = 2
 # here, held to this burst's time. Outputs kept up to CHECKED_OUTPUT_BYTES (by device), fewer calls
 # where they do not fit.
 CHECKED_JUDGED = 16
+# Checked bursts per evaluation, the fastest kept; while the fastest is above the limit, more, up
+# to CHECKED_BURSTS_MAX (every one judges its own drawn calls). On the H200 a host-bound honest
+# candidate's bursts read 0.13-0.19 ms per call from one run to the next (others' load on the
+# host): two slow ones in a row held it to 0.165 against 0.128 in its long burst.
+CHECKED_BURSTS = 2
+CHECKED_BURSTS_MAX = 2 + 2 * JUDGED_REMEASURES
 CHECKED_OUTPUT_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 FRESH_TOTAL_BYTES = 1 << 30
 BURST_MAX_CALLS = 2000
@@ -378,6 +384,7 @@ class _Evaluation:
         self.ref_call_s: float | None = None
         self.specs: list[dict[str, Any]] | None = None
         self._calibrated_overhead_ms: dict[tuple[int, int], float] = {}
+        self._warmed_fresh_calls: set[int] = set()  # fresh-pass sizes the candidate has run untimed (cuda)
         self.pack_ms: dict[str, list[float]] = {"candidate": [], "calibration": []}  # diagnosis (reported)
         self.trial_seeds: list[int] = []
         self.signature: str = ""
@@ -866,9 +873,13 @@ class _Evaluation:
                                         "(results reused, or calls skipped, across calls?)"))
                 bound_ms = max(bound_ms, passes.fresh_ms, passes.seen_fastest_ms)
             elif passes.floor_ms() > bound_ms:
-                self.notes.append(f"time floored by the passes with every call judged: {passes.fresh_ms:.4f} ms per "
-                                  f"call on never-seen values against {wall_ms:.4f} ms in the long burst")
-                bound_ms = passes.floor_ms()
+                passes = self._fastest_passes(passes, sets, event_ms, wall_ms, bound_ms)
+                if passes is None:
+                    return _revalidation_failed(findings, FRESH_OUTPUTS_WRONG)
+                if passes.floor_ms() > bound_ms:
+                    self.notes.append(f"time floored by the passes with every call judged: {passes.fresh_ms:.4f} ms "
+                                      f"per call on never-seen values against {wall_ms:.4f} ms in the long burst")
+                    bound_ms = passes.floor_ms()
         timing = replace(in_process, wall_ms=wall_ms, event_median_ms=event_ms, median_ms=bound_ms,
                          bounded_by="events" if bound_ms == event_ms else "wall" if bound_ms == wall_ms else "judged",
                          judged_ms=passes.fresh_ms if passes else None, seen_ms=passes.seen_ms if passes else None)
@@ -1019,17 +1030,21 @@ class _Evaluation:
             return None, True
         set_seeds = self._timing_set_seeds(sets, revalidation_seeds)
         draw = secrets.SystemRandom()
-        figures = []
-        for _ in range(2):
+        slack = (WALL_SLACK_MS + JUDGED_REQUEST_MS + JUDGED_CALIBRATION_ERROR * self._overhead_ms(calls)) / calls
+        limit = JUDGED_RATIO_LIMIT * wall_ms + slack
+        figures: list[float] = []
+        while len(figures) < CHECKED_BURSTS or (min(figures) > limit and len(figures) < CHECKED_BURSTS_MAX):
             chosen = set(draw.sample(range(calls - 1), min(CHECKED_JUDGED, calls - 1))) | {calls - 1}
             judged = [set_seeds[i % sets] if i in chosen else None for i in range(calls)]
             checked, _enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
             if checked is None:
                 return None, False
             figures.append(checked)
-        slack = (WALL_SLACK_MS + JUDGED_REQUEST_MS + JUDGED_CALIBRATION_ERROR * self._overhead_ms(calls)) / calls
         fastest = min(figures)
-        return (fastest if fastest > JUDGED_RATIO_LIMIT * wall_ms + slack else None), True
+        if fastest > limit and len(figures) > CHECKED_BURSTS:
+            self.notes.append(f"the burst whose calls were judged at random read slow {len(figures)} times "
+                              f"(fastest {fastest:.4f} ms per call against {wall_ms:.4f} in the long burst)")
+        return (fastest if fastest > limit else None), True
 
     def _judge_passes(self, passes: JudgedPasses, sets: int, event_ms: float,
                       wall_ms: float) -> tuple[JudgedPasses | None, bool]:
@@ -1067,6 +1082,21 @@ class _Evaluation:
                 return again, False
         return passes, True
 
+    def _fastest_passes(self, passes: JudgedPasses, sets: int, event_ms: float, wall_ms: float,
+                        bound_ms: float) -> JudgedPasses | None:
+        """Passes whose floor would raise the time, measured again up to JUDGED_REMEASURES times
+        while it still would; the set with the fastest fresh pass counts (load only slows one).
+        None when a pass's outputs are wrong."""
+        for _ in range(JUDGED_REMEASURES):
+            if passes.floor_ms() <= bound_ms:
+                break
+            again = self._judged_passes(sets, max(event_ms, wall_ms))
+            if again is None:
+                return None
+            if again.fresh_ms < passes.fresh_ms:
+                passes = again
+        return passes
+
     def _judged_passes(self, sets: int, per_call_ms: float) -> JudgedPasses | None:
         """Passes whose every call comes back, timed by the parent: over never-seen values (every
         call judged), each followed by one over the timing buffers on the values just seen. None
@@ -1100,6 +1130,8 @@ class _Evaluation:
         totals: list[float] = []
         repeats: list[float] = []
         fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls)
+        if self.device.type == "cuda" and calls not in self._warmed_fresh_calls:
+            self._warm_fresh_pass(calls, per_call_ms)
         while len(totals) < rounds:
             # The values travel with the timed request and every call's outputs come back judged:
             # nothing can be computed ahead of the clock (while values are written in, untimed)
@@ -1138,6 +1170,25 @@ class _Evaluation:
         return JudgedPasses(fresh_ms=max(0.0, min(totals) - fresh_overhead_ms) / calls,
                             seen_ms=statistics.median(repeats), seen_fastest_ms=min(repeats), calls=calls,
                             fresh_overhead_ms=fresh_overhead_ms, seen_overhead_ms=self._overhead_ms(calls))
+
+    def _warm_fresh_pass(self, calls: int, per_call_ms: float) -> None:
+        """One untimed pass of ``calls`` never-seen sets, its outputs not judged: the candidate's
+        process then holds the device memory a pass places its sets and outputs in, as the trusted
+        calibration of the pass (the least of three) does. On the H200 one cold pass of 227 calls
+        read 0.283 ms per call against 0.214 warm (allocations of 2 MB segments), and an honest
+        candidate's time was floored by it from 0.16 to 0.22 ms per call (only one round of a pass
+        fits FRESH_TOTAL_BYTES there)."""
+        self._warmed_fresh_calls.add(calls)
+        fd, layout, per_set = self._inputs_many([secrets.randbits(63) for _ in range(calls)])
+        try:
+            with self._destination(calls) as destination:
+                burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
+                                             "fresh timing values (warm-up)", destination.fds((fd,)), layout=layout,
+                                             per_set=per_set, **destination.fields())
+                _burst, fds = self._handed_back(burst, fds, destination, "fresh timing values (warm-up)")
+        finally:
+            self._close_fds([fd])
+        self._close_fds(fds)
 
     @staticmethod
     def _hidden_work(event_ms: float, wall_ms: float, enqueue_ms: float) -> bool:

@@ -775,11 +775,13 @@ class CandidateWorker(PackEnds):
 
             def sink(index: int, out: Any) -> None:
                 outs = _timing.call_outputs(out)
-                if kept or (index == 0 and not writer.fits(0, outs)):
+                if kept or (index == 0 and (len(outs) != per_call or not writer.fits(0, outs))):
                     # Outputs of shapes or dtypes of their own (fp16 for an fp32 problem): all kept
                     # and packed by this worker after the burst, as on a GPU, for the parent to judge.
                     kept.append(_timing.copied_outputs(out) if self.outputs_reused else out)
                     return
+                if len(outs) != per_call:
+                    raise PackError(f"call {index} returned {len(outs)} outputs, the destination holds {per_call}")
                 writer.write(index * per_call, outs)  # refused if a later call's outputs differ
 
             _, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True, sink=sink)

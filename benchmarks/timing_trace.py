@@ -1,0 +1,65 @@
+"""Every request of one evaluation as the parent timed it: where the timing stage's figures come
+from, request by request.
+
+    python benchmarks/timing_trace.py --problem P.py --candidate C.py [--device cuda] [--ops burst,fresh_burst]
+
+One line per request as it ends: worker, op, what it was for, its size (calls, every call back,
+outputs / inputs calibrated), the parent's milliseconds around it and the worker's own seconds
+inside it, then the verdict's timing record and notes. A calibration (``burst`` with ``calls=0``)
+is what the parent takes off the matching candidate request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from hercules.harness import evaluate as core
+from hercules.harness.evaluate import EvalOptions, evaluate
+from hercules.problems.loaders import load_source
+from hercules.problems.model import Candidate
+
+SIZE_FIELDS = ("calls", "every_call", "outputs_of", "inputs_of", "per_set")
+
+
+def traced(original, wanted: set[str] | None):
+    def request(self, role, op, timeout, what, fds=(), idle_s=None, **fields):
+        started = time.perf_counter()
+        reply = original(self, role, op, timeout, what, fds, idle_s, **fields)
+        parent_ms = (time.perf_counter() - started) * 1e3
+        if wanted is None or op in wanted:
+            size = " ".join(f"{k}={fields[k]}" for k in SIZE_FIELDS if fields.get(k) not in (None, False))
+            if "layout" in fields and op == "burst" and role == "reference":
+                size += " +inputs"
+            inside = reply.get("worker_seconds")
+            print(f"{role:9s} {op:12s} {what[:28]:28s} {size:34s} parent {parent_ms:9.3f} ms"
+                  + (f"  inside {inside * 1e3:9.3f} ms" if inside is not None else ""), flush=True)
+        return reply
+    return request
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", type=Path, required=True)
+    parser.add_argument("--candidate", type=Path, required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--ops", default="burst,fresh_burst", help="ops to print (comma-separated, 'all')")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    wanted = None if args.ops == "all" else set(args.ops.split(","))
+    core._Evaluation._request = traced(core._Evaluation._request, wanted)
+    problem = load_source(args.problem).problems[0]
+    candidate = Candidate(args.candidate.stem, args.candidate.read_text(), "trace")
+    cache = Path(tempfile.mkdtemp(prefix="timing-trace-"))
+    for _ in range(args.repeat):
+        options = EvalOptions(device=args.device, trials=2, baselines=("eager",), cache_dir=cache)
+        verdict = evaluate(problem, candidate, options).to_json()
+        print(json.dumps({k: verdict.get(k) for k in ("status", "flags", "speedup", "timing", "notes", "error")},
+                         indent=1, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()
