@@ -34,6 +34,7 @@ import torch
 
 from hercules.fileio import write_text_atomic
 from hercules.harness import build as build_mod
+from hercules.harness import collector
 from hercules.harness.baselines import available_baselines
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, is_downcast, tolerance_for
 from hercules.harness.decide import (
@@ -801,10 +802,11 @@ class _Evaluation:
             finally:
                 self._close_fds([fd])
             for pass_ in ("fresh", "seen"):
-                started = time.perf_counter()
-                single, out_fds = self._candidate(SingleReply, "single", self.limits["call_s"], "revalidation",
-                                                  index=index, specs=self.specs)
-                wall = (time.perf_counter() - started) * 1e3 - overhead_ms
+                with collector.paused():
+                    started = time.perf_counter()
+                    single, out_fds = self._candidate(SingleReply, "single", self.limits["call_s"], "revalidation",
+                                                      index=index, specs=self.specs)
+                    wall = (time.perf_counter() - started) * 1e3 - overhead_ms
                 result = self._compare(seed, single, out_fds, "revalidation")
                 if not result.correct:
                     message = (f"outputs wrong after inputs were refreshed in place ({pass_} call): "
@@ -923,7 +925,7 @@ class _Evaluation:
                                                              for i in range(inputs_of)])
                     fds, fields = (fd,), {"layout": layout}
                 try:
-                    with self._destination(outputs_of) as destination:
+                    with self._destination(outputs_of) as destination, collector.paused():
                         started = time.perf_counter()
                         raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration",
                                             destination.fds(fds), name="", calls=0, seed=self.trial_seeds[0],
@@ -987,10 +989,11 @@ class _Evaluation:
         overhead_ms = self._overhead_ms(outputs_of)
         for attempt in range(2):
             with self._destination(outputs_of) as destination:
-                started = time.perf_counter()
-                burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", destination.fds(),
-                                             calls=calls, every_call=judged is not None, **destination.fields())
-                total_ms = (time.perf_counter() - started) * 1e3
+                with collector.paused():
+                    started = time.perf_counter()
+                    burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", destination.fds(),
+                                                 calls=calls, every_call=judged is not None, **destination.fields())
+                    total_ms = (time.perf_counter() - started) * 1e3
                 burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
             if burst.pack_ms is not None and judged is None:
                 self.pack_ms["candidate"].append(burst.pack_ms)
@@ -1140,11 +1143,12 @@ class _Evaluation:
             fd, layout, per_set = self._inputs_many(seeds)
             try:
                 with self._destination(calls) as destination:
-                    started = time.perf_counter()
-                    burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
-                                                 "fresh timing values", destination.fds((fd,)), layout=layout,
-                                                 per_set=per_set, **destination.fields())
-                    total_ms = (time.perf_counter() - started) * 1e3
+                    with collector.paused():
+                        started = time.perf_counter()
+                        burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
+                                                     "fresh timing values", destination.fds((fd,)), layout=layout,
+                                                     per_set=per_set, **destination.fields())
+                        total_ms = (time.perf_counter() - started) * 1e3
                     burst, fds = self._handed_back(burst, fds, destination, "fresh timing values")
             finally:
                 self._close_fds([fd])
@@ -1297,7 +1301,7 @@ class _Evaluation:
         calls = _burst_calls(max(event_ms, 1e-4), overhead_ms, 1)
         totals = []
         for _ in range(LONG_BURSTS):  # as the candidate's long burst: the faster counts
-            with self._destination(1) as destination:
+            with self._destination(1) as destination, collector.paused():
                 started = time.perf_counter()
                 burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}",
                                       destination.fds(), name=name, calls=calls, seed=self.trial_seeds[0],

@@ -1,0 +1,44 @@
+"""The parent's collector is paused for timed requests, shared by threads, and left as found."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+from hercules.harness import collector
+
+
+def test_collection_is_paused_inside_and_resumes_after():
+    assert gc.isenabled()
+    with collector.paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_collection_resumes_only_when_the_last_of_overlapping_pauses_ends():
+    inside, release = threading.Event(), threading.Event()
+
+    def hold():
+        with collector.paused():
+            inside.set()
+            release.wait(10)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    assert inside.wait(10)
+    with collector.paused():
+        pass
+    assert not gc.isenabled()  # the other thread's pause still holds
+    release.set()
+    other.join(10)
+    assert gc.isenabled()
+
+
+def test_a_collector_switched_off_by_the_caller_stays_off():
+    gc.disable()
+    try:
+        with collector.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
