@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hercules.harness.ipc import HOST_ALLOCATOR_ENV, Worker
+from hercules.harness.ipc import HOST_ALLOCATOR_ENV, WORKER_OPENMP_ENV, Worker
 
 # A burst that keeps every call's outputs, five times: 16 buffers of 2 MB allocated and written,
 # then all freed. Prints the minor page faults that took.
@@ -40,12 +40,14 @@ def test_allocator_setting_reuses_freed_memory_instead_of_faulting_it_in_again()
     assert kept < 2 * PAGES_PER_BURST, (kept, default)
 
 
-def test_every_worker_starts_with_the_allocator_setting(tmp_path: Path) -> None:
+def test_every_worker_starts_with_the_allocator_and_openmp_settings(tmp_path: Path, monkeypatch) -> None:
+    # One from the parent's environment must not reach a worker: the candidate's sandbox passes none.
+    monkeypatch.setenv("GOMP_SPINCOUNT", "INFINITE")
     worker = Worker.start("reference", tmp_path / "worker.log")
     try:
         environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
         pairs = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
-        for key, value in HOST_ALLOCATOR_ENV.items():
+        for key, value in {**HOST_ALLOCATOR_ENV, **WORKER_OPENMP_ENV}.items():
             assert pairs.get(key) == value
     finally:
         worker.close()

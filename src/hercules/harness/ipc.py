@@ -114,6 +114,18 @@ _SANDBOX_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TERM", "CUDA_HOME", "CUDA_PATH",
 # this large mapped the candidate's sandbox bound ends it first (sandbox_refusal), as by default.
 HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 46)}
 
+# GNU OpenMP (torch's intra-op pool) as every worker runs it: after each parallel region its idle
+# threads spin before they sleep, by default 300,000 rounds, ~13 ms of one core here. The workers
+# take turns on the 2-core VM, so the reference's spin after a comparison ran into the candidate's
+# next burst, and its own float64 work never had the candidate's in its way: the same 4 x 384^2
+# matmul+tanh burst read 6-16% slower right after the other process's float64 product (16 of 16
+# runs; 3.5-4.4 ms per call alone), and honest code came out 0.68-0.94x eager (median 0.91, 4
+# clean evaluations). At 30,000 (2-4 ms of spin) that was -12..+11% (median -1%), the burst alone
+# as fast (3.7-4.2 ms), honest code 0.96-1.05x. Set for both workers alike: the sandbox passes no
+# OMP_WAIT_POLICY, so one from the parent's environment would reach the reference alone (an
+# explicit GOMP_SPINCOUNT overrides it in libgomp).
+WORKER_OPENMP_ENV = {"GOMP_SPINCOUNT": "30000"}
+
 
 def _sandbox_env() -> dict[str, str]:
     return {k: os.environ[k] for k in _SANDBOX_ENV_KEYS if k in os.environ}
@@ -149,6 +161,7 @@ class Worker:
         log = open(log_path, "ab")
         full_env = dict(os.environ) if sandbox is None else _sandbox_env()
         full_env.update(HOST_ALLOCATOR_ENV)
+        full_env.update(WORKER_OPENMP_ENV)
         full_env.update(env or {})
         # Inside the sandbox the parent's own import path still holds (packages installed with
         # --target, a checkout): the sandbox binds every sys.path folder read-only.
