@@ -2,7 +2,9 @@
 # One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput,
 # and the debugging benchmark, optimiser replay, reward-service load test, compiler checks and decode benchmark.
 # Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
-# Env: GPU_TESTS (test path), SUITE_ARGS (extra bench options), THROUGHPUT_COUNT, COMPILE_CHECKS
+# Stages: tests cputests redteam redteam_gpu trace adversarial suite fidelity debug optimize serve compile
+# decode throughput.
+# Env: GPU_TESTS (test path), REDTEAM_K (a -k expression after "cuda and"), TRACE_REPEAT, SUITE_ARGS (extra bench options), THROUGHPUT_COUNT, COMPILE_CHECKS
 # ("lang:dtype ...", empty for none), COMPILE_TESTS=0, COMPILE_PYTEST_K (a -k expression), DECODE_ARGS.
 # Writes logs and reports under $OUT (at most 8 files come back).
 set -uo pipefail
@@ -31,6 +33,13 @@ for stage in $STAGES; do
       python3 -m pytest -q tests/harness tests/test_cli_commands.py 2>&1 | tee "$OUT/harness_tests.log" | tail -15 ;;
     redteam)
       python3 -m pytest -q tests/harness/test_redteam.py 2>&1 | tee "$OUT/redteam_cpu.log" | tail -15 ;;
+    trace)
+      # The honest red-team control, request by request: bounded_by should be wall or events.
+      python3 benchmarks/timing_trace.py --problem tests/redteam/problem_matmul.py --candidate tests/redteam/honest.py \
+        --repeat ${TRACE_REPEAT:-3} 2>&1 | tee "$OUT/trace.log" | grep -v "^reference" ;;
+    redteam_gpu)
+      python3 -m pytest -v -s -p no:cacheprovider tests/harness/test_redteam.py -k "cuda and (${REDTEAM_K:-not bombs})" 2>&1 \
+        | tee "$OUT/redteam_cuda.log" | grep --line-buffered -E "REDTEAM|FAILED|Error|passed|failed" ;;
     adversarial)
       python3 -m pytest -q tests/test_adversarial_corpus.py 2>&1 | tee "$OUT/adversarial.log" | tail -15 ;;
     suite)

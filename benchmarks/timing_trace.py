@@ -5,7 +5,7 @@ from, request by request.
 
 One line per request as it ends: worker, op, what it was for, its size (calls, every call back,
 outputs / inputs calibrated), the parent's milliseconds around it and the worker's own seconds
-inside it, then the verdict's timing record and notes. A calibration (``burst`` with ``calls=0``)
+inside it, then the verdict's status, flags, speedup over eager, timing figures and notes. A calibration (``burst`` with ``calls=0``)
 is what the parent takes off the matching candidate request.
 """
 
@@ -23,6 +23,7 @@ from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
 
 SIZE_FIELDS = ("calls", "every_call", "outputs_of", "inputs_of", "per_set")
+TIMING_FIELDS = ("median_ms", "bounded_by", "event_median_ms", "wall_ms", "judged_ms", "seen_ms")
 
 
 def traced(original, wanted: set[str] | None):
@@ -57,8 +58,12 @@ def main() -> None:
     for _ in range(args.repeat):
         options = EvalOptions(device=args.device, trials=2, baselines=("eager",), cache_dir=cache)
         verdict = evaluate(problem, candidate, options).to_json()
-        print(json.dumps({k: verdict.get(k) for k in ("status", "flags", "speedup", "timing", "notes", "error")},
-                         indent=1, default=str), flush=True)
+        timing = verdict.get("timing") or {}
+        summary = {"status": verdict.get("status"), "flags": verdict.get("flags"),
+                   "speedup_eager": (verdict.get("speedup") or {}).get("eager"),
+                   "timing": {k: timing.get(k) for k in TIMING_FIELDS}, "notes": verdict.get("notes"),
+                   "error": verdict.get("error")}
+        print(json.dumps(summary, indent=1, default=str), flush=True)
 
 
 if __name__ == "__main__":
