@@ -1,4 +1,4 @@
-"""The parent's collector is paused for timed requests, shared by threads, and left as found."""
+"""The parent's collector is paused for timed requests (whose length is kept), shared by threads, and left as found."""
 
 from __future__ import annotations
 
@@ -42,3 +42,13 @@ def test_a_collector_switched_off_by_the_caller_stays_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_timed_body_runs_with_collection_paused_and_its_length_is_kept():
+    import time
+
+    with collector.timed() as clock:
+        assert not gc.isenabled()
+        time.sleep(0.02)
+    assert gc.isenabled()
+    assert 20.0 <= clock.ms < 2000.0

@@ -151,21 +151,6 @@ def destination_pack(layout: PackLayout, name: str = "destination") -> int:
     return fd
 
 
-def values_fit(layout: PackLayout, start: int, values: Sequence[Any]) -> bool:
-    """Whether ``values`` are plain tensors of the shapes and dtypes of ``layout``'s slots from
-    ``start`` on (a subclass is not: converting it would run its code)."""
-    slots = layout.slots[start:start + len(values)]
-    return len(slots) == len(values) and all(
-        slot is not None and type(value) is torch.Tensor and tuple(value.shape) == slot.shape
-        and value.dtype == dtype_of(slot.dtype) for value, slot in zip(values, slots))
-
-
-def refuse_unfit(layout: PackLayout, start: int, values: Sequence[Any]) -> None:
-    if not values_fit(layout, start, values):
-        raise PackError(f"outputs for slots {start}..{start + len(values) - 1} do not match the expected "
-                        f"shapes and dtypes: {[tuple(getattr(v, 'shape', ())) for v in values][:4]}")
-
-
 class PackWriter:
     """Writes values into a ``destination_pack`` laid out as ``layout``, slot after slot, with
     write(2) into its allocated pages (no mapping to fault in). Tensors may live on any device."""
@@ -178,11 +163,16 @@ class PackWriter:
 
     def fits(self, start: int, values: Sequence[Any]) -> bool:
         """Whether ``values`` are plain tensors of the shapes and dtypes of the slots from ``start``."""
-        return values_fit(self.layout, start, values)
+        slots = self.layout.slots[start:start + len(values)]
+        return len(slots) == len(values) and all(
+            slot is not None and type(value) is torch.Tensor and tuple(value.shape) == slot.shape
+            and value.dtype == dtype_of(slot.dtype) for value, slot in zip(values, slots))
 
     def write(self, start: int, values: Sequence[Any]) -> None:
         """``values`` into the slots from ``start`` on; PackError when they do not fit them."""
-        refuse_unfit(self.layout, start, values)
+        if not self.fits(start, values):
+            raise PackError(f"outputs for slots {start}..{start + len(values) - 1} do not match the expected "
+                            f"shapes and dtypes: {[tuple(getattr(v, 'shape', ())) for v in values][:4]}")
         for value, slot in zip(values, self.layout.slots[start:start + len(values)]):
             if not slot.nbytes:
                 continue

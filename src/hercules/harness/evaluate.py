@@ -802,11 +802,10 @@ class _Evaluation:
             finally:
                 self._close_fds([fd])
             for pass_ in ("fresh", "seen"):
-                with collector.paused():
-                    started = time.perf_counter()
+                with collector.timed() as clock:
                     single, out_fds = self._candidate(SingleReply, "single", self.limits["call_s"], "revalidation",
                                                       index=index, specs=self.specs)
-                    wall = (time.perf_counter() - started) * 1e3 - overhead_ms
+                wall = clock.ms - overhead_ms
                 result = self._compare(seed, single, out_fds, "revalidation")
                 if not result.correct:
                     message = (f"outputs wrong after inputs were refreshed in place ({pass_} call): "
@@ -925,12 +924,11 @@ class _Evaluation:
                                                              for i in range(inputs_of)])
                     fds, fields = (fd,), {"layout": layout}
                 try:
-                    with self._destination(outputs_of) as destination, collector.paused():
-                        started = time.perf_counter()
+                    with self._destination(outputs_of) as destination, collector.timed() as clock:
                         raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration",
                                             destination.fds(fds), name="", calls=0, seed=self.trial_seeds[0],
                                             outputs_of=outputs_of, **fields, **destination.fields())
-                        taken.append((time.perf_counter() - started) * 1e3)
+                    taken.append(clock.ms)
                     if raw.get("pack_ms") is not None and outputs_of == 1 and not inputs_of:
                         self.pack_ms["calibration"].append(float(raw["pack_ms"]))
                 finally:
@@ -989,11 +987,10 @@ class _Evaluation:
         overhead_ms = self._overhead_ms(outputs_of)
         for attempt in range(2):
             with self._destination(outputs_of) as destination:
-                with collector.paused():
-                    started = time.perf_counter()
+                with collector.timed() as clock:
                     burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", destination.fds(),
                                                  calls=calls, every_call=judged is not None, **destination.fields())
-                    total_ms = (time.perf_counter() - started) * 1e3
+                total_ms = clock.ms
                 burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
             if burst.pack_ms is not None and judged is None:
                 self.pack_ms["candidate"].append(burst.pack_ms)
@@ -1140,18 +1137,7 @@ class _Evaluation:
             # nothing can be computed ahead of the clock (while values are written in, untimed)
             # and no call can be skipped (only the last call of a burst used to be judged).
             seeds = [secrets.randbits(63) for _ in range(calls)]
-            fd, layout, per_set = self._inputs_many(seeds)
-            try:
-                with self._destination(calls) as destination:
-                    with collector.paused():
-                        started = time.perf_counter()
-                        burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
-                                                     "fresh timing values", destination.fds((fd,)), layout=layout,
-                                                     per_set=per_set, **destination.fields())
-                        total_ms = (time.perf_counter() - started) * 1e3
-                    burst, fds = self._handed_back(burst, fds, destination, "fresh timing values")
-            finally:
-                self._close_fds([fd])
+            total_ms, burst, fds = self._fresh_pass(seeds, per_call_ms, "fresh timing values")
             if not self._compare(None, burst, fds, "timed outputs", seeds=list(seeds)).correct:
                 return None
             if total_ms <= fresh_overhead_ms:  # quicker than no call at all: calibrated under load
@@ -1183,16 +1169,25 @@ class _Evaluation:
         candidate's time was floored by it from 0.16 to 0.22 ms per call (only one round of a pass
         fits FRESH_TOTAL_BYTES there)."""
         self._warmed_fresh_calls.add(calls)
-        fd, layout, per_set = self._inputs_many([secrets.randbits(63) for _ in range(calls)])
+        _ms, _burst, fds = self._fresh_pass([secrets.randbits(63) for _ in range(calls)], per_call_ms,
+                                            "fresh timing values (warm-up)")
+        self._close_fds(fds)
+
+    def _fresh_pass(self, seeds: list[int], per_call_ms: float, what: str) -> tuple[float, PackReply, list[int]]:
+        """One call on each of the sets of ``seeds`` (made before the clock, handed over with the
+        request), every call's outputs back: (ms on the parent's clock, the reply, its pack's
+        descriptors, for the caller to close)."""
+        fd, layout, per_set = self._inputs_many(seeds)
         try:
-            with self._destination(calls) as destination:
-                burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(calls, per_call_ms / 1e3),
-                                             "fresh timing values (warm-up)", destination.fds((fd,)), layout=layout,
-                                             per_set=per_set, **destination.fields())
-                _burst, fds = self._handed_back(burst, fds, destination, "fresh timing values (warm-up)")
+            with self._destination(len(seeds)) as destination:
+                with collector.timed() as clock:
+                    burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(len(seeds), per_call_ms / 1e3),
+                                                 what, destination.fds((fd,)), layout=layout, per_set=per_set,
+                                                 **destination.fields())
+                burst, fds = self._handed_back(burst, fds, destination, what)
         finally:
             self._close_fds([fd])
-        self._close_fds(fds)
+        return clock.ms, burst, fds
 
     @staticmethod
     def _hidden_work(event_ms: float, wall_ms: float, enqueue_ms: float) -> bool:
@@ -1301,12 +1296,11 @@ class _Evaluation:
         calls = _burst_calls(max(event_ms, 1e-4), overhead_ms, 1)
         totals = []
         for _ in range(LONG_BURSTS):  # as the candidate's long burst: the faster counts
-            with self._destination(1) as destination, collector.paused():
-                started = time.perf_counter()
+            with self._destination(1) as destination, collector.timed() as clock:
                 burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}",
                                       destination.fds(), name=name, calls=calls, seed=self.trial_seeds[0],
                                       **destination.fields())
-                totals.append((time.perf_counter() - started) * 1e3)
+            totals.append(clock.ms)
             self._close_fds(burst.get("_fds") or [])
         return max(event_ms, max(0.0, min(totals) - overhead_ms) / calls)
 
