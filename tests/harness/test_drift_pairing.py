@@ -1,0 +1,125 @@
+"""How a slow burst whose calls are judged at random, or slow passes whose every call is judged,
+are told apart from a host that slowed: each is paired with a long burst measured right after it.
+
+The measurements are scripted (the policy is under test, not the workers): every figure is what
+``_burst_wall`` or ``_judged_passes`` would have returned, in the order the evaluation asks."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hercules.harness.evaluate import (
+    CHECKED_BURSTS,
+    CHECKED_BURSTS_MAX,
+    DRAWN_OUTPUTS_WRONG,
+    JUDGED_REMEASURES,
+    EvalOptions,
+    JudgedPasses,
+    _Evaluation,
+)
+from hercules.problems.model import Problem
+
+PROBLEM = Path(__file__).resolve().parents[1] / "redteam" / "problem_matmul.py"
+SETS = 3
+
+
+class _Scripted(_Evaluation):
+    """An evaluation whose bursts and passes read scripted figures: ``checked`` for bursts whose
+    calls are judged at random, ``long`` for long bursts, ``passes`` for sets of judged passes."""
+
+    def __init__(self, tmp_path, checked=(), long=(), passes=()):
+        super().__init__(Problem(PROBLEM.stem, PROBLEM.read_text(), str(PROBLEM)), None, EvalOptions(cache_dir=tmp_path), torch.device("cpu"),
+                         tmp_path, gpu_lock=None)
+        self.specs = [{"shape": [384, 384], "dtype": "float32"}]
+        self.trial_seeds = [1, 2, 3]
+        self.checked, self.long, self.passes = list(checked), list(long), list(passes)
+        self.asked: list[str] = []
+
+    def _overhead_ms(self, outputs_of=1, inputs_of=0, again=False):
+        return 0.0
+
+    def _burst_wall(self, calls, seed, event_ms, judged=None):
+        kind = "checked" if judged is not None else "long"
+        self.asked.append(kind)
+        return getattr(self, kind).pop(0), 0.0, ()
+
+    def _judged_passes(self, sets, per_call_ms):
+        self.asked.append("passes")
+        return self.passes.pop(0)
+
+
+def _checked(evaluation, wall_ms):
+    return evaluation._checked_burst(calls=301, sets=SETS, revalidation_seeds=[7], event_ms=wall_ms, wall_ms=wall_ms)
+
+
+def test_checked_bursts_near_the_long_burst_hold_nothing(tmp_path):
+    evaluation = _Scripted(tmp_path, checked=[0.11, 0.105])
+    assert _checked(evaluation, 0.1) == (None, None)
+    assert evaluation.asked == ["checked"] * CHECKED_BURSTS
+
+
+def test_a_host_that_slowed_holds_the_time_to_the_long_burst_measured_beside_the_checked_one(tmp_path):
+    # Drift: the checked bursts read 0.185-0.2 against a long burst of 0.128 measured earlier; the
+    # long burst measured right after the third reads 0.16, and 0.185 is within its limit.
+    evaluation = _Scripted(tmp_path, checked=[0.19, 0.2, 0.185], long=[0.16])
+    held, wrong = _checked(evaluation, 0.128)
+    assert (held, wrong) == (0.16, None)
+    assert evaluation.asked == ["checked"] * (CHECKED_BURSTS + 1) + ["long"]
+    assert "the host slowed" in evaluation.notes[-1]
+    assert evaluation.held_to_long_ms == [0.16]
+
+
+def test_a_skipper_whose_long_bursts_stay_fast_is_held_to_its_fastest_checked_burst(tmp_path):
+    # Skips half the calls wherever only the last is judged: every long burst reads half its time.
+    extra = CHECKED_BURSTS_MAX - CHECKED_BURSTS
+    evaluation = _Scripted(tmp_path, checked=[0.2, 0.21] + [0.2] * extra, long=[0.1] * extra)
+    held, wrong = _checked(evaluation, 0.1)
+    assert (held, wrong) == (0.2, None)
+    assert evaluation.asked.count("checked") == CHECKED_BURSTS_MAX
+    assert evaluation.asked.count("long") == extra
+
+
+def test_running_every_call_only_in_the_long_burst_after_a_checked_one_gains_nothing(tmp_path):
+    # A skipper that knows the order of requests computes every call in the long burst that follows
+    # a checked one: the pair passes, and the time is that honest burst's.
+    evaluation = _Scripted(tmp_path, checked=[0.2, 0.2, 0.2], long=[0.2])
+    assert _checked(evaluation, 0.1) == (0.2, None)
+
+
+def test_wrong_drawn_outputs_are_refused(tmp_path):
+    evaluation = _Scripted(tmp_path, checked=[0.1, None])
+    assert _checked(evaluation, 0.1) == (None, DRAWN_OUTPUTS_WRONG)
+
+
+def _passes(fresh_ms, calls=256):
+    return JudgedPasses(fresh_ms=fresh_ms, seen_ms=fresh_ms, seen_fastest_ms=fresh_ms, calls=calls,
+                        fresh_overhead_ms=0.0, seen_overhead_ms=0.0)
+
+
+def _floored(evaluation, first, wall_ms):
+    return evaluation._floored(first, SETS, wall_ms, wall_ms, wall_ms, lambda: evaluation._burst_wall(301, 7, wall_ms)[0])
+
+
+def test_slow_passes_beside_a_slow_long_burst_hold_the_time_to_that_burst(tmp_path):
+    evaluation = _Scripted(tmp_path, passes=[_passes(0.19)], long=[0.16])
+    passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.107)
+    assert wrong is None and bound == 0.16 and passes.fresh_ms == 0.19
+    assert evaluation.asked == ["passes", "long"]
+
+
+def test_passes_fast_when_measured_again_change_nothing(tmp_path):
+    evaluation = _Scripted(tmp_path, passes=[_passes(0.11)])
+    passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.107)
+    assert (bound, wrong) == (0.107, None)
+    assert passes.fresh_ms == 0.11
+
+
+def test_passes_slow_beside_fast_long_bursts_floor_the_time(tmp_path):
+    # A candidate that skips half the calls wherever only the last is judged: its fresh passes run
+    # every call (0.2) and its long bursts half (0.1), measured again and again.
+    evaluation = _Scripted(tmp_path, passes=[_passes(0.21), _passes(0.2)][:JUDGED_REMEASURES],
+                           long=[0.1] * JUDGED_REMEASURES)
+    passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.1)
+    assert wrong is None
+    assert bound == pytest.approx(passes.floor_ms()) and bound > 0.15
