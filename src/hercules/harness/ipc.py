@@ -1,15 +1,14 @@
 """Worker processes and the channel the parent talks to them through.
 
-Messages are dicts of plain values and CPU tensors, serialised with ``torch.save`` and read back
-with ``torch.load(weights_only=True)``: a hostile worker can send wrong numbers, but it cannot make
-the parent execute code (no pickled classes are accepted). The worker's stdout and stderr go to a
-log file, so a candidate that prints can never reach the parent's output.
+Messages are dicts of plain values (codec.py: JSON, or ``torch.save`` read back with
+``weights_only=True`` where they hold tuples or CPU tensors): a hostile worker can send wrong
+numbers, but it cannot make the parent execute code. The worker's stdout and stderr go to a log
+file, so a candidate that prints can never reach the parent's output.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import shutil
 import signal
@@ -26,6 +25,7 @@ from typing import Any
 
 import torch
 
+from hercules.harness.codec import decode, encode
 from hercules.harness.datapath import receive_fds, send_fds
 
 
@@ -68,16 +68,6 @@ def exit_signal(returncode: int) -> int | None:
     if 128 < returncode < 128 + 65:
         return returncode - 128
     return None
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(message, buffer)
-    return buffer.getvalue()
-
-
-def decode(payload: bytes) -> dict[str, Any]:
-    return torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
 
 
 def describe_exit(returncode: int | None) -> str:

@@ -28,7 +28,7 @@ from hercules.harness.checks import KERNELBENCH_TOLERANCE, relative_error
 from hercules.harness.datapath import (PackError, PackLayout, PackWriter, fill_pack, open_pack, read_pack, receive_fds,
                                       send_fds, write_pack)
 from hercules.harness.integrity import Snapshot, track_thread_origins
-from hercules.harness.ipc import decode, encode
+from hercules.harness.codec import decode, encode
 from hercules.harness.records import Tolerance
 
 _perf_counter = time.perf_counter
