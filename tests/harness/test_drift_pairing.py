@@ -33,6 +33,7 @@ class _Scripted(_Evaluation):
                          tmp_path, gpu_lock=None)
         self.specs = [{"shape": [384, 384], "dtype": "float32"}]
         self.trial_seeds = [1, 2, 3]
+        self.buffer_seeds = [7, 1, 2]
         self.checked, self.long, self.passes = list(checked), list(long), list(passes)
         self.asked: list[str] = []
 
@@ -123,3 +124,22 @@ def test_passes_slow_beside_fast_long_bursts_floor_the_time(tmp_path):
     passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.1)
     assert wrong is None
     assert bound == pytest.approx(passes.floor_ms()) and bound > 0.15
+
+
+@pytest.mark.slow
+def test_a_re_measured_floor_judges_its_long_burst_against_the_values_its_buffers_hold_now(tmp_path):
+    """A real evaluation whose passes over never-seen values are slow (honest_slow_on_new_values.py): the
+    long burst measured beside re-measured passes runs on buffers the last fresh pass wrote, and its
+    last call is judged against those values, not the ones refreshed before timing."""
+    from hercules.harness.evaluate import evaluate
+    from hercules.problems.model import Candidate
+
+    source = PROBLEM.parent / "honest_slow_on_new_values.py"
+    problem = PROBLEM.parents[1] / "adversarial" / "problems" / "scale_add.py"
+    verdict = evaluate(Problem(problem.stem, problem.read_text(), str(problem)),
+                       Candidate(source.stem, source.read_text(), str(source)),
+                       EvalOptions(device="cpu", trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache",
+                                   baselines=("eager",)))
+    assert verdict.status.value == "ok" and not verdict.flags, (verdict.status, verdict.error, verdict.notes)
+    assert any("passes with every call judged" in note for note in verdict.notes), verdict.notes
+    assert verdict.timing.bounded_by in ("judged", "wall")
