@@ -1,5 +1,6 @@
-"""How a slow burst whose calls are judged at random, or slow passes whose every call is judged,
-are told apart from a host that slowed: each is paired with a long burst measured right after it.
+"""How a slow burst whose calls are judged at random is told apart from a host that slowed (it is
+paired with a long burst measured right after it), and how slow passes whose every call is judged
+floor the time.
 
 The measurements are scripted (the policy is under test, not the workers): every figure is what
 ``_burst_wall`` or ``_judged_passes`` would have returned, in the order the evaluation asks."""
@@ -88,6 +89,13 @@ def test_running_every_call_only_in_the_long_burst_after_a_checked_one_gains_not
     assert _checked(evaluation, 0.1) == (0.2, None)
 
 
+def test_a_long_burst_slower_than_the_checked_ones_holds_no_more_than_the_fastest_checked(tmp_path):
+    # On the 2-core VM a long burst right after a checked one read 0.236 where the checked read 0.183.
+    evaluation = _Scripted(tmp_path, checked=[0.19, 0.2, 0.183], long=[0.236])
+    assert _checked(evaluation, 0.052) == (0.183, None)
+    assert evaluation.held_to_long_ms == []
+
+
 def test_wrong_drawn_outputs_are_refused(tmp_path):
     evaluation = _Scripted(tmp_path, checked=[0.1, None])
     assert _checked(evaluation, 0.1) == (None, DRAWN_OUTPUTS_WRONG)
@@ -99,14 +107,7 @@ def _passes(fresh_ms, calls=256):
 
 
 def _floored(evaluation, first, wall_ms):
-    return evaluation._floored(first, SETS, wall_ms, wall_ms, wall_ms, lambda: evaluation._burst_wall(301, 7, wall_ms)[0])
-
-
-def test_slow_passes_beside_a_slow_long_burst_hold_the_time_to_that_burst(tmp_path):
-    evaluation = _Scripted(tmp_path, passes=[_passes(0.19)], long=[0.16])
-    passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.107)
-    assert wrong is None and bound == 0.16 and passes.fresh_ms == 0.19
-    assert evaluation.asked == ["passes", "long"]
+    return evaluation._floored(first, SETS, wall_ms, wall_ms, wall_ms)
 
 
 def test_passes_fast_when_measured_again_change_nothing(tmp_path):
@@ -114,23 +115,23 @@ def test_passes_fast_when_measured_again_change_nothing(tmp_path):
     passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.107)
     assert (bound, wrong) == (0.107, None)
     assert passes.fresh_ms == 0.11
+    assert evaluation.asked == ["passes"]
 
 
-def test_passes_slow_beside_fast_long_bursts_floor_the_time(tmp_path):
+def test_passes_slow_every_time_floor_the_time_by_the_fastest_set(tmp_path):
     # A candidate that skips half the calls wherever only the last is judged: its fresh passes run
     # every call (0.2) and its long bursts half (0.1), measured again and again.
-    evaluation = _Scripted(tmp_path, passes=[_passes(0.21), _passes(0.2)][:JUDGED_REMEASURES],
-                           long=[0.1] * JUDGED_REMEASURES)
+    evaluation = _Scripted(tmp_path, passes=[_passes(0.21), _passes(0.19)][:JUDGED_REMEASURES])
     passes, bound, wrong = _floored(evaluation, _passes(0.2), 0.1)
-    assert wrong is None
+    assert wrong is None and passes.fresh_ms == 0.19
     assert bound == pytest.approx(passes.floor_ms()) and bound > 0.15
+    assert "long" not in evaluation.asked
 
 
 @pytest.mark.slow
-def test_a_re_measured_floor_judges_its_long_burst_against_the_values_its_buffers_hold_now(tmp_path):
-    """A real evaluation whose passes over never-seen values are slow (honest_slow_on_new_values.py): the
-    long burst measured beside re-measured passes runs on buffers the last fresh pass wrote, and its
-    last call is judged against those values, not the ones refreshed before timing."""
+def test_an_honest_candidate_slow_on_new_values_is_floored_with_no_flag(tmp_path):
+    """A real evaluation whose passes over never-seen values are slow (honest_slow_on_new_values.py):
+    the floor acts, is measured again, and holds the time; the candidate is ok with no flag."""
     from hercules.harness.evaluate import evaluate
     from hercules.problems.model import Candidate
 
@@ -142,4 +143,4 @@ def test_a_re_measured_floor_judges_its_long_burst_against_the_values_its_buffer
                                    baselines=("eager",)))
     assert verdict.status.value == "ok" and not verdict.flags, (verdict.status, verdict.error, verdict.notes)
     assert any("passes with every call judged" in note for note in verdict.notes), verdict.notes
-    assert verdict.timing.bounded_by in ("judged", "wall")
+    assert verdict.timing.bounded_by == "judged"
