@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import side_by_side
 
 pytest.importorskip("triton")
 
@@ -59,16 +60,28 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def selfchecks(request) -> dict:
+def _selfcheck_cases(session: pytest.Session) -> dict:
+    return {i.callspec.id: _selfcheck_args(**i.callspec.params) for i in session.items
+            if i.module.__name__ == __name__
+            and i.originalname == "test_triton_templates_match_references_under_interpreter"}
+
+
+def _run_selfchecks(request) -> dict:
     """``hercules.compile.selfcheck``'s main (its stdout and return value) for each selected case
     of the test below, all in one interpreted subprocess: one start-up and import of torch and
     triton (~3 s on the CI machine) instead of one per case. main seeds torch itself."""
-    cases = {i.callspec.id: _selfcheck_args(**i.callspec.params) for i in request.session.items
-             if i.module is request.module and i.originalname == "test_triton_templates_match_references_under_interpreter"}
-    p = _run(_SELFCHECK, json.dumps(cases), timeout=900)
+    p = _run(_SELFCHECK, json.dumps(_selfcheck_cases(request.session)), timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+side_by_side.register("interpreted triton self-checks", lambda session: bool(_selfcheck_cases(session)),
+                      _run_selfchecks)
+
+
+@pytest.fixture(scope="module")
+def selfchecks(request) -> dict:
+    return side_by_side.result("interpreted triton self-checks", request)
 
 
 @pytest.mark.parametrize("dtype, batches, templates, regions", SELFCHECKS)
@@ -172,13 +185,25 @@ def _decode_with_fusions_pinned(force: dict, tmp_path, models=("tiny-llama", "ti
     return res
 
 
-@pytest.fixture(scope="module")
-def pinned_decodes(request, tmp_path_factory) -> dict:
+def _pinned_tests(session: pytest.Session) -> list[str]:
+    return [i.name for i in session.items if i.module.__name__ == __name__ and i.name in _PINNED]
+
+
+def _run_pinned_decodes(request) -> dict:
     """The pinned decodes of this module's selected tests, all in one subprocess (one start-up and
     import of torch, transformers and triton, ~5 s, instead of one per test)."""
-    cache = tmp_path_factory.mktemp("pinned-decodes")
-    return _decode_pinned({i.name: dict(_PINNED[i.name], cache_dir=str(cache / i.name))
-                           for i in request.session.items if i.module is request.module and i.name in _PINNED})
+    cache = request.getfixturevalue("tmp_path_factory").mktemp("pinned-decodes")
+    return _decode_pinned({name: dict(_PINNED[name], cache_dir=str(cache / name))
+                           for name in _pinned_tests(request.session)})
+
+
+side_by_side.register("interpreted pinned decodes", lambda session: bool(_pinned_tests(session)),
+                      _run_pinned_decodes)
+
+
+@pytest.fixture(scope="module")
+def pinned_decodes(request) -> dict:
+    return side_by_side.result("interpreted pinned decodes", request)
 
 
 @pytest.fixture()

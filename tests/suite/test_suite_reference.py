@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+import side_by_side
 import torch
 
 from hercules.problems.model import validate_problem_code
@@ -371,14 +372,25 @@ def _compile_cuda(paths: list[Path], workdir: Path) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr)[-12000:]
 
 
+def _compile_suite_cuda(request) -> tuple[int, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return _compile_cuda([path for _, path in CUDA], Path(tmp))
+
+
+side_by_side.register(
+    "sm_90 unit of the suite's CUDA candidates",
+    lambda session: _nvcc() is not None and bool(CUDA)
+    and any(getattr(item, "originalname", "") == "test_cuda_candidates_compile_for_sm90" for item in session.items),
+    _compile_suite_cuda)
+
+
 @pytest.mark.slow
-def test_cuda_candidates_compile_for_sm90():
+def test_cuda_candidates_compile_for_sm90(request):
     if _nvcc() is None:
         pytest.skip("nvcc not found")
     if not CUDA:
         pytest.skip("no CUDA candidates")
-    with tempfile.TemporaryDirectory() as tmp:
-        rc, log = _compile_cuda([path for _, path in CUDA], Path(tmp))
+    rc, log = side_by_side.result("sm_90 unit of the suite's CUDA candidates", request)
     assert rc == 0, log
 
 
