@@ -52,7 +52,7 @@ class _Scripted(_Evaluation):
 
 
 def _checked(evaluation, wall_ms):
-    return evaluation._checked_burst(calls=301, sets=SETS, revalidation_seeds=[7], event_ms=wall_ms, wall_ms=wall_ms)
+    return evaluation._checked_burst(calls=301, sets=SETS, event_ms=wall_ms, wall_ms=wall_ms)
 
 
 def test_checked_bursts_near_the_long_burst_hold_nothing(tmp_path):
@@ -69,7 +69,7 @@ def test_a_host_that_slowed_holds_the_time_to_the_long_burst_measured_beside_the
     assert (held, wrong) == (0.16, None)
     assert evaluation.asked == ["checked"] * (CHECKED_BURSTS + 1) + ["long"]
     assert "the host slowed" in evaluation.notes[-1]
-    assert evaluation.held_to_long_ms == [0.16]
+    assert evaluation.long_beside_ms == 0.16
 
 
 def test_a_skipper_whose_long_bursts_stay_fast_is_held_to_its_fastest_checked_burst(tmp_path):
@@ -93,7 +93,7 @@ def test_a_long_burst_slower_than_the_checked_ones_holds_no_more_than_the_fastes
     # On the 2-core VM a long burst right after a checked one read 0.236 where the checked read 0.183.
     evaluation = _Scripted(tmp_path, checked=[0.19, 0.2, 0.183], long=[0.236])
     assert _checked(evaluation, 0.052) == (0.183, None)
-    assert evaluation.held_to_long_ms == []
+    assert evaluation.long_beside_ms is None
 
 
 def test_wrong_drawn_outputs_are_refused(tmp_path):

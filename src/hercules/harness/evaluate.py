@@ -390,10 +390,10 @@ class _Evaluation:
         self.ref_call_s: float | None = None
         self.specs: list[dict[str, Any]] | None = None
         self._calibrated_overhead_ms: dict[tuple[int, int], float] = {}
-        self.held_to_long_ms: list[float] = []
+        self.long_beside_ms: float | None = None  # a long burst beside a slow checked one, that held the time
         # The seed whose values each of the candidate's timing buffers holds now: the refreshed and
         # trial sets, then each fresh pass's first sets (a burst's last call is judged against it).
-        self.buffer_seeds: list[int] = []  # long bursts measured beside a slow judged one, that held the time
+        self.buffer_seeds: list[int] = []
         self._warmed_fresh_calls: set[int] = set()  # fresh-pass sizes the candidate has run untimed (cuda)
         self.pack_ms: dict[str, list[float]] = {"candidate": [], "calibration": []}  # diagnosis (reported)
         self.trial_seeds: list[int] = []
@@ -852,7 +852,7 @@ class _Evaluation:
         bound_ms = max(event_ms, wall_ms)
         passes = None
         if not interpreted:
-            held_ms, wrong = self._checked_burst(calls, sets, revalidation_seeds, event_ms, wall_ms)
+            held_ms, wrong = self._checked_burst(calls, sets, event_ms, wall_ms)
             if wrong:
                 return _revalidation_failed(findings, wrong)
             if held_ms is not None and held_ms > bound_ms:
@@ -887,7 +887,7 @@ class _Evaluation:
                     return _revalidation_failed(findings, wrong)
         timing = replace(in_process, wall_ms=wall_ms, event_median_ms=event_ms, median_ms=bound_ms,
                          bounded_by="events" if bound_ms == event_ms
-                         else "wall" if bound_ms == wall_ms or bound_ms in self.held_to_long_ms else "judged",
+                         else "wall" if bound_ms in (wall_ms, self.long_beside_ms) else "judged",
                          judged_ms=passes.fresh_ms if passes else None, seen_ms=passes.seen_ms if passes else None)
         unmeasured = wall_ms > WALL_RATIO_LIMIT * event_ms + WALL_SLACK_MS
         packing = {k: statistics.median(v) for k, v in self.pack_ms.items() if v}
@@ -1024,7 +1024,7 @@ class _Evaluation:
         seeds[:refreshed] = revalidation_seeds[:refreshed]
         return seeds
 
-    def _checked_burst(self, calls: int, sets: int, revalidation_seeds: list[int], event_ms: float,
+    def _checked_burst(self, calls: int, sets: int, event_ms: float,
                        wall_ms: float) -> tuple[float | None, str | None]:
         """The long burst again with every call's outputs returned, CHECKED_JUDGED of them drawn at
         random after the reply and judged: (the per-call time to hold the candidate to, None when
@@ -1072,7 +1072,7 @@ class _Evaluation:
                                   f"{wall_ms:.4f} in the long burst, and {beside:.4f} in a long burst measured "
                                   f"right after it: the host slowed, the time is held to {held:.4f}")
                 if held == beside:
-                    self.held_to_long_ms.append(beside)
+                    self.long_beside_ms = beside
                 return held, None
         fastest = min(figures)
         if within(fastest, wall_ms):
