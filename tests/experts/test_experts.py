@@ -108,3 +108,25 @@ def test_on_the_cpu_a_triton_expert_is_not_tried_on_large_inputs(expert_problems
     liger = next(c for c in report["considered"] if c["name"] == "liger.rms_norm")
     assert liger["status"] == "unavailable" and "interpreted on the CPU" in liger["detail"]
     assert report["chosen"]["name"] == "torch.rms_norm"
+
+
+SMALL_INPUTS = {  # the suite problems' own models on inputs small enough for the CPU
+    "layernorm_bf16": lambda: [torch.randn(8, 2048)],
+    "softmax_rows_fp32": lambda: [torch.randn(8, 64) * 4.0],
+    "cross_entropy_fp32": lambda: [torch.randn(8, 64), torch.randint(0, 64, (8,))],
+    "swiglu_bf16": lambda: [torch.randn(4, 1024)],
+}
+
+
+@pytest.mark.parametrize("stem", sorted(SMALL_INPUTS))
+def test_every_operation_of_the_suite_lists_pytorchs_own_kernel_and_it_computes_the_problem(stem):
+    """A library kernel slower than PyTorch's own would make "vs expert" flatter a candidate, so
+    PyTorch's kernel stands beside it wherever one computes the operation."""
+    path = SUITE / f"{stem}.py"
+    op = load_source(path).problems[0].metadata["expert"]
+    model, _ = _model(path)
+    model = model.float()
+    inputs = SMALL_INPUTS[stem]()
+    torch_impl = next(i for i in implementations(op) if i.distribution == "torch")
+    with torch.no_grad():
+        assert torch.allclose(torch_impl.make(model)(*inputs), model(*inputs), atol=1e-5, rtol=1e-4)
