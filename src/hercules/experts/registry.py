@@ -103,6 +103,22 @@ def _torch_swiglu(model):
     return lambda x: F.silu(gate(x)) * up(x)
 
 
+def _torch_mish(model):
+    return lambda x: F.mish(x)
+
+
+def _torch_matmul(model):
+    return lambda a, b: torch.matmul(a, b)
+
+
+def _torch_logsumexp(model):
+    return lambda x: torch.logsumexp(x, dim=-1)
+
+
+def _torch_row_sum(model):
+    return lambda x: torch.sum(x, dim=-1)
+
+
 def _liger_softmax(model):
     fn = _liger("liger_softmax")
     return lambda x: fn(x)
@@ -208,6 +224,13 @@ OPS: dict[str, tuple[Implementation, ...]] = {
     "gelu_tanh": (
         Implementation("torch.gelu_tanh", "torch", "torch.nn.functional.gelu(approximate='tanh')", _torch_gelu_tanh),
     ),
+    # Where PyTorch's own kernel is the maintained implementation (cuBLAS for a GEMM, its fused
+    # Mish, its reductions), it is the expert: "vs expert" then says how a candidate stands
+    # against the library kernel, even where eager already calls it.
+    "mish": (Implementation("torch.mish", "torch", "torch.nn.functional.mish", _torch_mish),),
+    "matmul": (Implementation("torch.matmul", "torch", "torch.matmul (cuBLAS on CUDA)", _torch_matmul),),
+    "logsumexp_rows": (Implementation("torch.logsumexp", "torch", "torch.logsumexp(dim=-1)", _torch_logsumexp),),
+    "row_sum": (Implementation("torch.sum", "torch", "torch.sum(dim=-1)", _torch_row_sum),),
     "linear_gelu": (
         # On CUDA the GEMM with cuBLASLt's GELU epilogue; on the CPU torch's own addmm + GELU.
         Implementation("torch.addmm_gelu", "torch", "torch._addmm_activation(use_gelu=True)", _addmm_gelu),

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-HERCULES = {"level": 1, "tier": "single_op", "dtype": "bfloat16"}
+HERCULES = {"level": 1, "tier": "single_op", "dtype": "bfloat16", "expert": "matmul"}
 
 
 class Model(nn.Module):

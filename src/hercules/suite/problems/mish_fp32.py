@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-HERCULES = {"level": 1, "tier": "single_op", "dtype": "float32"}
+HERCULES = {"level": 1, "tier": "single_op", "dtype": "float32", "expert": "mish"}
 
 
 class Model(nn.Module):
