@@ -311,3 +311,37 @@ def test_a_triton_expert_runs_under_the_interpreter_on_the_cpu(options, expert_p
     ranked = [c for c in verdict.expert["considered"] if c["status"] in ("chosen", "correct")]
     assert verdict.expert["chosen"]["ms"] == min(c["ms"] for c in ranked)
     assert verdict.baselines_ms["expert"] > 0 and verdict.speedup.expert is not None
+
+
+TOO_BIG_FOR_1_GB = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.repeat(6)  # 768 MiB of outputs per call
+
+
+def get_inputs():
+    return [torch.randn(32 << 20)]  # 128 MiB per input set
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_a_problem_too_big_for_the_candidates_sandbox_is_out_of_memory_with_its_sizes(options, tmp_path, monkeypatch):
+    """An honest candidate whose problem needs more host memory than its sandbox allows: the
+    breach is reported as the problem's size (out_of_memory, the sizes named), not as a refusal
+    of the candidate (a memory bomb on a small problem still is one: test_redteam)."""
+    monkeypatch.setenv("HERCULES_SANDBOX_MEMORY_GB", "1.25")
+    path = tmp_path / "too_big.py"
+    path.write_text(TOO_BIG_FOR_1_GB)
+    problem = load_source(path).problems[0]
+    honest = Candidate(name="ref", code=TOO_BIG_FOR_1_GB.replace("class Model(", "class ModelNew("), source="test")
+    verdict = evaluate(problem, honest, options)
+    assert verdict.status is Status.CRASH and verdict.cause is Cause.OUT_OF_MEMORY, (verdict.status, verdict.error)
+    assert "one input set takes 0.13 GB" in verdict.error and "1.3 GB host memory bound" in verdict.error, verdict.error

@@ -167,6 +167,13 @@ IDLE_PROBE_RATIO = 1.5
 # run alone, 11_4D_tensor_matrix_multiplication (4.2 GB) does not.
 ALONE_SHARE = 1 / 12
 FOOTPRINT_KEYS = ("input_bytes", "output_bytes", "weight_bytes")  # what the comparison with it adds up
+# An honest candidate's process holds up to about this many copies of one input set and its
+# outputs at its peak (trial and timing sets, a fresh pass's sets, what it copies out of packs and
+# writes into them): on KernelBench 98_KLDivLoss on the CPU (2 GB inputs) the honest reference,
+# run as a candidate, reached 12.7 GB. A sandbox that breaks its host memory bound on a problem
+# that needs this many copies of a set, or more, is the problem's size, not the candidate's doing:
+# out_of_memory with the sizes, not a sandbox refusal.
+HONEST_SET_COPIES = 6
 # Bumped whenever cached baselines or device ceilings are measured differently.
 CACHE_FORMAT = 5  # 5: baselines bounded by the parent's wall clock, as candidates are
 
@@ -447,10 +454,33 @@ class _Evaluation:
         tail = worker.log_tail(1500).strip().splitlines()[-5:]
         detail = f"{what}: {exc}" + (f" ({' | '.join(tail)})" if tail else "")
         if exc.breach:
+            too_big = self._too_big_for_the_sandbox(worker) if role == "candidate" else None
+            if too_big:
+                return _Abort(Status.CRASH, f"{what}: out of memory: {too_big}", Cause.OUT_OF_MEMORY)
             return _Abort(Status.CRASH, detail, Cause.SANDBOX_REFUSAL)
         if role == "reference":
             return _Abort(Status.RUNTIME_ERROR, detail, Cause.EXTERNAL_KILL if exc.external else Cause.REFERENCE)
         return _Abort(Status.CRASH, detail, Cause.EXTERNAL_KILL if exc.external else Cause.CANDIDATE_CRASH)
+
+    def _too_big_for_the_sandbox(self, worker: Worker) -> str | None:
+        """Why the problem itself does not fit the host memory bound the candidate's sandbox broke,
+        with its sizes; None when it should have fitted (then the breach is the candidate's)."""
+        box = worker.sandbox
+        input_bytes = getattr(self, "input_bytes", 0)
+        if box is None or getattr(box, "breach_bound", None) != "memory" or not input_bytes:
+            return None
+        output_bytes = _output_bytes(self.specs)
+        weights = getattr(self, "param_bytes", 0)
+        need = HONEST_SET_COPIES * (input_bytes + output_bytes) + weights
+        bound = box.limits.memory_bytes
+        if need < bound:
+            return None
+        shapes = f" ({', '.join(self.input_shapes)})" if getattr(self, "input_shapes", None) else ""
+        return (f"one input set takes {input_bytes / 1e9:.2f} GB{shapes}, one call's outputs "
+                f"{output_bytes / 1e9:.2f} GB and the weights {weights / 1e9:.2f} GB; an evaluation "
+                f"holds about {HONEST_SET_COPIES} sets and their outputs in the candidate's process "
+                f"({need / 1e9:.1f} GB), over its sandbox's {bound / 1e9:.1f} GB host memory bound "
+                "(HERCULES_SANDBOX_MEMORY_GB sets it)")
 
     def _await(self, worker: Worker, role: str, op: str, timeout: float, what: str,
                idle_s: float | None = None) -> dict[str, Any]:

@@ -699,6 +699,7 @@ class Sandbox:
         self.gpu = gpu
         self.info, self._bwrap = _probe()
         self._breach: str | None = None
+        self._breach_bound: str | None = None  # "memory" or "processes": which bound ended it
         self._lock = threading.Lock()
         self._launches: list[_Launch] = []
         # Namespace inodes are reused as soon as a namespace is freed (the same number came back on
@@ -727,9 +728,15 @@ class Sandbox:
         OOM kill inside the memory cgroup (read when asked: the worker's death may be seen
         before the watchdog's next look)."""
         if self._breach is None and self._cgroups is not None and self._cgroups.oom_killed():
+            self._breach_bound = "memory"
             self._breach = (f"host memory over the {self._cgroups.memory_limit / 1e9:.1f} GB cgroup limit "
                             "(the kernel's OOM killer ended a process inside)")
         return self._breach
+
+    @property
+    def breach_bound(self) -> str | None:
+        """Which bound ended the sandbox: "memory", "processes", or None."""
+        return self._breach_bound if self.breach else None
 
     # -- starting ----------------------------------------------------------------------------
     def popen(self, argv: list[str], *, env: dict[str, str], pass_fds: Sequence[int] = (), stdout=None,
@@ -936,8 +943,10 @@ class Sandbox:
         counted = self._cgroups.tasks()
         used = self._cgroups.memory_in_use()
         if counted is not None and counted > self.limits.processes:
+            self._breach_bound = "processes"
             self._breach = f"{counted} processes and threads over the bound of {self.limits.processes}"
         elif used is not None and used > self.limits.memory_bytes:
+            self._breach_bound = "memory"
             self._breach = _memory_breach(used, self.limits.memory_bytes)
         if self.breach:
             log.warning("sandbox %s: %s; killing it", self.private_dir, self._breach)
@@ -966,9 +975,9 @@ class Sandbox:
         stats = [stat for pid in members if (stat := _read_stat(pid)) is not None]
         tasks = sum(stat.threads for stat in stats)
         rss = sum(stat.rss_pages for stat in stats) * _PAGE
-        breach = None
+        breach = bound = None
         if tasks > self.limits.processes and "pids" not in counted:
-            breach = f"{tasks} processes and threads over the bound of {self.limits.processes}"
+            breach, bound = f"{tasks} processes and threads over the bound of {self.limits.processes}", "processes"
         elif rss > self.limits.memory_bytes and "memory" not in counted:
             # The same library pages count once per process in RSS (4 CPU torch processes: 1144 MB
             # RSS, 737 MB PSS); proportional set size splits them between their sharers.
@@ -978,9 +987,9 @@ class Sandbox:
                 pss = _pss_bytes(members)
                 self._pss_over = (pss if pss is not None else rss) > self.limits.memory_bytes
             if self._pss_over:
-                breach = _memory_breach(rss, self.limits.memory_bytes)
+                breach, bound = _memory_breach(rss, self.limits.memory_bytes), "memory"
         if breach:
-            self._breach = breach
+            self._breach, self._breach_bound = breach, bound
             log.warning("sandbox %s: %s; killing it", self.private_dir, breach)
             self._signal_all(members)
         return active
