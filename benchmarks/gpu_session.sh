@@ -2,8 +2,8 @@
 # One call on the GPU machine: environment, GPU tests, the built-in suite, fidelity, throughput,
 # and the debugging benchmark, optimiser replay, reward-service load test, compiler checks and decode benchmark.
 # Usage: bash benchmarks/gpu_session.sh "tests suite fidelity throughput"   (stages to run)
-# Stages: tests cputests redteam redteam_gpu trace adversarial suite fidelity debug optimize serve compile
-# decode throughput.
+# Stages: tests cputests redteam redteam_gpu trace spread adversarial suite fidelity debug optimize serve
+# compile decode throughput.
 # Env: GPU_TESTS (test path), REDTEAM_K (a -k expression after "cuda and"), TRACE_REPEAT, SUITE_ARGS (extra bench options), THROUGHPUT_COUNT, COMPILE_CHECKS
 # ("lang:dtype ...", empty for none), COMPILE_TESTS=0, COMPILE_PYTEST_K (a -k expression), DECODE_ARGS.
 # Writes logs and reports under $OUT (at most 8 files come back).
@@ -37,6 +37,9 @@ for stage in $STAGES; do
       # The honest red-team control, request by request: bounded_by should be wall or events.
       python3 benchmarks/timing_trace.py --problem tests/redteam/problem_matmul.py --candidate tests/redteam/honest.py \
         --repeat ${TRACE_REPEAT:-3} 2>&1 | tee "$OUT/trace.log" | grep -v "^reference" ;;
+    spread)
+      # The same host-bound call alternately in two processes (plain, like the candidate worker, pinned).
+      python3 benchmarks/process_spread.py --device cuda --out "$OUT/process_spread.json" 2>&1 | tee "$OUT/process_spread.log" | tail -8 ;;
     redteam_gpu)
       python3 -m pytest -v -s -p no:cacheprovider tests/harness/test_redteam.py -k "cuda and (${REDTEAM_K:-not bombs})" 2>&1 \
         | tee "$OUT/redteam_cuda.log" | grep --line-buffered -E "REDTEAM|FAILED|Error|passed|failed" ;;
