@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 from multiprocessing import Pipe
@@ -112,5 +113,35 @@ def test_outputs_that_do_not_fit_a_destination_are_refused_and_nothing_is_writte
         assert not fill_pack(fd, layout, [torch.zeros(4), torch.zeros(4, dtype=torch.float16)])
         assert os.pread(fd, layout.size, 0) == bytes(layout.size)
         assert fill_pack(fd, layout, [torch.ones(4), torch.full((4,), 2.0)])
+    finally:
+        os.close(fd)
+
+
+def test_a_writers_own_pack_is_sealed_once_a_passing_reference_to_it_is_gone():
+    """Sealing fails with EBUSY while something holds the file writable; the writer's own pack is
+    sealed again until it is not (a transient hold), and refused only past its attempts."""
+    import errno
+    import threading
+
+    from hercules.harness import datapath
+
+    fd = os.memfd_create("held", os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, 4096)
+        held = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        threading.Timer(0.05, held.close).start()  # released after a few attempts
+        datapath._seal_own(fd)
+        assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & datapath.SEALS == datapath.SEALS
+    finally:
+        os.close(fd)
+
+    fd = os.memfd_create("kept", os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, 4096)
+        kept = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        with pytest.raises(OSError) as raised:
+            datapath._seal_own(fd)
+        assert raised.value.errno == errno.EBUSY
+        kept.close()
     finally:
         os.close(fd)

@@ -14,11 +14,13 @@ hundreds of MB per trial on KernelBench's large problems).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
 import select
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -210,6 +212,27 @@ def seal_pack(fd: int) -> None:
         raise PackError("the pack could not be sealed")
 
 
+# Sealing a memory file against writes waits (~150 ms in the kernel) for its pages' transient
+# references to drop, then fails with EBUSY. The writer's own fresh file, whose one mapping is
+# closed, has no writable mapping left: EBUSY there is such a reference held longer (a `hercules
+# bench` on the loaded 2-core CPU machine once lost an honest candidate's revalidation to it), and
+# sealing is tried again. A pack sealed by the parent after another process wrote it is not: there
+# EBUSY may be a writable mapping kept, and waiting would let its writer finish off the clock.
+OWN_SEAL_ATTEMPTS = 20
+OWN_SEAL_PAUSE_S = 0.01
+
+
+def _seal_own(fd: int) -> None:
+    for attempt in range(OWN_SEAL_ATTEMPTS):
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == OWN_SEAL_ATTEMPTS - 1:
+                raise
+            time.sleep(OWN_SEAL_PAUSE_S)
+
+
 def write_pack(values: Sequence[Any], name: str = "pack", medium: str = "memfd",
                device: torch.device | str | None = None) -> tuple[int, PackLayout]:
     """A pack holding ``values``; returns (fd, layout).
@@ -239,7 +262,7 @@ def write_pack(values: Sequence[Any], name: str = "pack", medium: str = "memfd",
                 source = value.detach().contiguous().reshape(-1).view(torch.uint8)
                 whole[slot.offset:slot.offset + slot.nbytes].copy_(source)
             del whole  # the mapping must have no exported buffer left before it closes
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        _seal_own(fd)
     except BaseException:
         os.close(fd)
         raise
