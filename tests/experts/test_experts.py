@@ -135,3 +135,22 @@ def test_every_operation_of_the_suite_lists_pytorchs_own_kernel_and_it_computes_
     torch_impl = next(i for i in implementations(op) if i.distribution == "torch")
     with torch.no_grad():
         assert torch.allclose(torch_impl.make(model)(*inputs), model(*inputs), atol=1e-5, rtol=1e-4)
+
+
+def _host_bound(sleep_s: float):
+    import time
+
+    def kernel(x):
+        time.sleep(sleep_s)  # host work between launches: what the flushed events do not see
+        return x * 2
+    return kernel
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_choice_time_counts_host_work_between_calls(device):
+    from hercules.experts.choose import choice_time_ms
+
+    sets = [(torch.randn(1024, device=device),)]
+    slow = choice_time_ms(_host_bound(0.002), sets, torch.device(device))
+    quick = choice_time_ms(_host_bound(0.0), sets, torch.device(device))
+    assert slow >= 2.0 > quick, (slow, quick)

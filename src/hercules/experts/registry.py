@@ -12,7 +12,8 @@ Entry points, as of liger-kernel 0.8.5 and torch 2.11-2.13: ``liger_kernel.trans
 (``liger_rms_norm``, ``liger_fused_add_rms_norm``, ``liger_layer_norm``, ``liger_softmax``,
 ``liger_cross_entropy``, ``liger_swiglu``), PyTorch's own ``rms_norm``, ``layer_norm``,
 ``softmax``, ``cross_entropy`` and SiLU-times-up, and
-``scaled_dot_product_attention`` under ``torch.nn.attention.sdpa_kernel`` for one backend, and
+``scaled_dot_product_attention`` as PyTorch dispatches it and under ``torch.nn.attention.sdpa_kernel``
+for one backend, and
 cuBLASLt's GELU epilogue through ``torch._addmm_activation``.
 """
 
@@ -160,8 +161,19 @@ def _sdpa(backend_name: str, causal: bool):
 _SDPA_BACKENDS = (("flash", "FLASH_ATTENTION"), ("cudnn", "CUDNN_ATTENTION"), ("efficient", "EFFICIENT_ATTENTION"))
 
 
+def _sdpa_default(causal: bool):
+    def make(model):
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return make
+
+
 def _sdpa_implementations(causal: bool) -> tuple[Implementation, ...]:
-    return tuple(
+    # PyTorch's own dispatch beside each pinned backend: pinning costs a context manager per call,
+    # which shows on short attentions.
+    return (Implementation("torch.sdpa", "torch",
+                           f"torch.nn.functional.scaled_dot_product_attention(is_causal={causal})",
+                           _sdpa_default(causal)),) + tuple(
         Implementation(f"torch.sdpa.{label}", "torch",
                        f"torch.nn.functional.scaled_dot_product_attention(is_causal={causal}), SDPBackend.{backend}",
                        _sdpa(backend, causal))

@@ -450,7 +450,7 @@ class ReferenceWorker(PackEnds):
     def _choose_expert(self, op: str, seed: int, sets: list[tuple]) -> tuple[Callable[..., Any] | None, dict[str, Any]]:
         """The fastest implementation of ``op`` that is correct against this problem's float64
         truth on the set of ``seed`` (``sets[0]``), if any, and the report of each one's fate."""
-        from hercules.experts.choose import CHOICE_BUDGET_S, choose
+        from hercules.experts.choose import choice_time_ms, choose
         from hercules.harness import triton_compat
         from hercules.harness.checks import compare_outputs
 
@@ -464,8 +464,7 @@ class ReferenceWorker(PackEnds):
             return None if comparison.ok else "; ".join(comparison.problems[:2]) or "incorrect"
 
         def time_ms(kernel: Callable[..., Any]) -> float:
-            return _timing.time_callable(kernel, sets, device=self.device, budget_s=CHOICE_BUDGET_S,
-                                         warmup_s=0.01, wall_check=False).median_ms
+            return choice_time_ms(kernel, sets, self.device)
 
         return choose(op, self.model, sets, judge, time_ms)
 
