@@ -41,7 +41,7 @@ def llm_server():
         yield s
 
 
-def _build_sm90(request):
+def _build_sm90(session):
     """The CUDA sources of test_cuda_templates and test_cuda_gemv_splitk_pdl in ONE translation
     unit, compiled for sm_90 by nvcc once: (ok, compiler output, the bodies compiled)."""
     from compile_helpers import cuda_template_bodies, gemv_split_pdl_bodies
@@ -49,17 +49,16 @@ def _build_sm90(request):
     from hercules.compile.templates import cuda_build
 
     bodies = list(dict.fromkeys(cuda_template_bodies() + gemv_split_pdl_bodies()))
-    ok, log = cuda_build.syntax_check("\n".join(bodies))
+    ok, log = cuda_build.syntax_check("\n".join(bodies), launcher=side_by_side.launcher())
     return ok, log, set(bodies)
 
 
 side_by_side.register(
     "sm_90 unit of the CUDA templates",
-    lambda session: shutil.which("nvcc") is not None
-    and any("sm90_build" in getattr(item, "fixturenames", ()) for item in session.items),
+    lambda item: shutil.which("nvcc") is not None and "sm90_build" in getattr(item, "fixturenames", ()),
     _build_sm90)
 
 
 @pytest.fixture(scope="session")
 def sm90_build(request):
-    return side_by_side.result("sm_90 unit of the CUDA templates", request)
+    return side_by_side.result("sm_90 unit of the CUDA templates", request.session)

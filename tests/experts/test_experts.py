@@ -154,3 +154,44 @@ def test_the_choice_time_counts_host_work_between_calls(device):
     slow = choice_time_ms(_host_bound(0.002), sets, torch.device(device))
     quick = choice_time_ms(_host_bound(0.0), sets, torch.device(device))
     assert slow >= 2.0 > quick, (slow, quick)
+
+
+ROPE_CHECK = r"""
+import json, sys, torch
+from hercules.harness import triton_compat
+triton_compat.apply()
+from hercules.experts.registry import implementations
+namespace = {}
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), namespace)
+torch.manual_seed(0)
+model = namespace["Model"]()
+x = torch.randn(2, 4, 8, 16)
+angles = torch.outer(torch.arange(8.0), 1.0 / (10000.0 ** (torch.arange(0, 16, 2) / 16.0)))
+emb = torch.cat((angles, angles), dim=-1)
+cos, sin = emb.cos(), emb.sin()
+kept = x.clone()
+(impl,) = implementations("rotary_half")
+out = impl.make(model)(x, cos, sin)
+print(json.dumps({"name": impl.name, "max_err": (out - model(x, cos, sin)).abs().max().item(),
+                  "input_kept": bool(torch.equal(x, kept)), "shape": list(out.shape)}))
+"""
+
+
+def test_the_rotary_problem_names_liger_rope_and_it_computes_the_problem_out_of_place():
+    """Under Triton's interpreter on small float32 shapes: liger_rope given the tensor as q and its
+    first head as k rotates it as the problem does, and leaves the input as it was."""
+    pytest.importorskip("liger_kernel")
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = SUITE / "rotary_embedding_bf16.py"
+    assert load_source(path).problems[0].metadata["expert"] == "rotary_half"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(SUITE.parents[2]))
+    proc = subprocess.run([sys.executable, "-c", ROPE_CHECK, str(path)], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["name"] == "liger.rope" and found["shape"] == [2, 4, 8, 16] and found["input_kept"], found
+    assert found["max_err"] < 1e-5, found

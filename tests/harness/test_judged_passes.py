@@ -60,7 +60,8 @@ def test_bursts_end_on_the_first_input_set(calls, sets, expected):
 
 
 def test_burst_length_dwarfs_the_round_trip_and_is_capped():
-    assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 61  # 60, then the next landing on set 0
+    assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 58  # 60, landing on set 0 below it
+    assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=40) == 41  # below it only one call: above it
     # A long call with many sets: the first landing past the target, not one call
     assert _burst_calls(per_call_ms=11.8, overhead_ms=0.4, sets=16) == 17
     # ...unless that burst would run past BURST_MAX_MS: the last landing before it

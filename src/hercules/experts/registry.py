@@ -10,7 +10,7 @@ reported incorrect and not used.
 
 Entry points, as of liger-kernel 0.8.5 and torch 2.11-2.13: ``liger_kernel.transformers.functional``
 (``liger_rms_norm``, ``liger_fused_add_rms_norm``, ``liger_layer_norm``, ``liger_softmax``,
-``liger_cross_entropy``, ``liger_swiglu``), PyTorch's own ``rms_norm``, ``layer_norm``,
+``liger_cross_entropy``, ``liger_swiglu``, ``liger_rope``), PyTorch's own ``rms_norm``, ``layer_norm``,
 ``softmax``, ``cross_entropy`` and SiLU-times-up, and
 ``scaled_dot_product_attention`` as PyTorch dispatches it and under ``torch.nn.attention.sdpa_kernel``
 for one backend, and
@@ -139,6 +139,14 @@ def _liger_swiglu(model):
     return lambda x: fn(gate(x), up(x))
 
 
+def _liger_rope_one_tensor(model):
+    # liger_rope rotates q and k together, in place on contiguous (batch, seq, heads, dim) copies of
+    # the (batch, heads, seq, dim) tensors it is given. The problem rotates one tensor: it goes in
+    # as q, and its first head as k, the smallest k the kernel takes (1/heads more work).
+    fn = _liger("liger_rope")
+    return lambda x, cos, sin: fn(x, x[:, :1], cos, sin)[0]
+
+
 def _torch_gelu_tanh(model):
     return lambda x: F.gelu(x, approximate="tanh")
 
@@ -232,6 +240,13 @@ OPS: dict[str, tuple[Implementation, ...]] = {
         Implementation("liger.cross_entropy", "liger-kernel",
                        "liger_kernel.transformers.functional.liger_cross_entropy(reduction='mean')",
                        _liger_cross_entropy("mean"), triton=True),
+    ),
+    # Llama's apply_rotary_pos_emb for one (batch, heads, seq, dim) tensor, cos and sin of (seq, dim):
+    # PyTorch has no kernel of its own for it (eager is the problem's five operations).
+    "rotary_half": (
+        Implementation("liger.rope", "liger-kernel",
+                       "liger_kernel.transformers.functional.liger_rope(x, x[:, :1], cos, sin)[0]",
+                       _liger_rope_one_tensor, triton=True),
     ),
     "gelu_tanh": (
         Implementation("torch.gelu_tanh", "torch", "torch.nn.functional.gelu(approximate='tanh')", _torch_gelu_tanh),

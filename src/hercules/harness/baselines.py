@@ -17,6 +17,7 @@ import torch
 
 BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph", "expert")
 GPU_ONLY = frozenset({"compile_reduce_overhead", "cudagraph"})
+COMPILED = frozenset({"compile", "compile_reduce_overhead"})  # built by torch.compile
 
 
 def known_baselines(names: Sequence[str]) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ Eager makes a slice-negate-cat copy plus three elementwise passes; a fused kerne
 import torch
 import torch.nn as nn
 
-HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16"}
+HERCULES = {"level": 2, "tier": "fused", "dtype": "bfloat16", "expert": "rotary_half"}
 
 BATCH, HEADS, SEQ, HEAD_DIM = 2, 32, 1024, 128
 

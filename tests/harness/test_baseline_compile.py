@@ -1,0 +1,61 @@
+"""A compiled baseline is compiled ahead by ``baseline_compile`` (the parent holds no section of the
+device for it) and ``baseline_prepare`` takes that very function: no compilation is left for the
+sections where the device is held, and a release forgets it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hercules.harness import baselines
+from hercules.harness.checks import DEFAULT_TOLERANCES
+from hercules.harness.worker import ReferenceWorker
+
+PROBLEM = """
+import torch, torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 3 + 1
+
+def get_inputs():
+    return [torch.randn(64, 128)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _worker(device: str) -> ReferenceWorker:
+    worker = ReferenceWorker()
+    worker.op_setup({"device": device, "dtype": "float32", "tolerance": DEFAULT_TOLERANCES["float32"].__dict__,
+                     "code": PROBLEM, "init_seed": 1})
+    return worker
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_prepare_takes_the_function_compiled_ahead_and_compiles_nothing_more(device, monkeypatch):
+    if device == "cpu":
+        # Dynamo's tracing without Inductor's C++ build: what is checked is which function is used.
+        real = torch.compile
+        monkeypatch.setattr(baselines.torch, "compile", lambda model, **kw: real(model, backend="eager"))
+    torch.compiler.reset()
+    from torch._dynamo.utils import counters
+
+    worker = _worker(device)
+    worker.op_baseline_compile({"name": "compile", "seed": 3})
+    compiled = worker.compiled["compile"]
+    frames = counters["stats"]["unique_graphs"]
+    assert frames >= 1
+    worker.op_baseline_prepare({"name": "compile", "seeds": [3, 4, 5]})
+    assert worker.baselines["compile"][0] is compiled and "compile" not in worker.compiled
+    assert counters["stats"]["unique_graphs"] == frames  # the other sets hit the same graph
+    worker.op_release({"name": "compile"})
+    assert "compile" not in worker.baselines
+
+
+def test_only_compiled_baselines_are_compiled_ahead():
+    worker = _worker("cpu")
+    with pytest.raises(ValueError, match="not a compiled baseline"):
+        worker.op_baseline_compile({"name": "eager", "seed": 3})
+    assert baselines.COMPILED <= set(baselines.BASELINES)
