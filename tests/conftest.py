@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import pytest
-import side_by_side
 import torch
 
 
 def pytest_collection_modifyitems(config, items):
-    side_by_side.order(items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def pytest_collection_finish(session):
-    side_by_side.start(session)
-
-
-def pytest_sessionfinish(session):
-    side_by_side.stop()
 
 
 SUITE_PROBLEMS = __import__("pathlib").Path(__file__).resolve().parents[1] / "src" / "hercules" / "suite" / "problems"

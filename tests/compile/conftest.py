@@ -41,7 +41,7 @@ def llm_server():
         yield s
 
 
-def _build_sm90(session):
+def _build_sm90(request):
     """The CUDA sources of test_cuda_templates and test_cuda_gemv_splitk_pdl in ONE translation
     unit, compiled for sm_90 by nvcc once: (ok, compiler output, the bodies compiled)."""
     from compile_helpers import cuda_template_bodies, gemv_split_pdl_bodies
@@ -49,16 +49,17 @@ def _build_sm90(session):
     from hercules.compile.templates import cuda_build
 
     bodies = list(dict.fromkeys(cuda_template_bodies() + gemv_split_pdl_bodies()))
-    ok, log = cuda_build.syntax_check("\n".join(bodies), launcher=side_by_side.launcher())
+    ok, log = cuda_build.syntax_check("\n".join(bodies))
     return ok, log, set(bodies)
 
 
 side_by_side.register(
     "sm_90 unit of the CUDA templates",
-    lambda item: shutil.which("nvcc") is not None and "sm90_build" in getattr(item, "fixturenames", ()),
+    lambda session: shutil.which("nvcc") is not None
+    and any("sm90_build" in getattr(item, "fixturenames", ()) for item in session.items),
     _build_sm90)
 
 
 @pytest.fixture(scope="session")
 def sm90_build(request):
-    return side_by_side.result("sm_90 unit of the CUDA templates", request.session)
+    return side_by_side.result("sm_90 unit of the CUDA templates", request)

@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 import side_by_side
@@ -16,11 +14,10 @@ import side_by_side
 pytest.importorskip("triton")
 
 
-def _run(code: str, arg: str, timeout: float, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+def _run(code: str, arg: str, timeout: float) -> subprocess.CompletedProcess:
     """``code`` run by Python under the interpreter, with ``arg`` as its one argument."""
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
-    return subprocess.run([*(launcher or []), sys.executable, "-c", code, arg], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 NON_GEMV = "triton_add_rmsnorm,triton_swiglu,triton_qk_rotary,triton_qk_rotary_kv,triton_flash_decode,triton_kv_write"
@@ -63,30 +60,28 @@ print(json.dumps(out))
 """
 
 
-def _is_selfcheck(item: pytest.Item) -> bool:
-    return (getattr(item, "module", None) is not None and item.module.__name__ == __name__
-            and item.originalname == "test_triton_templates_match_references_under_interpreter")
-
-
 def _selfcheck_cases(session: pytest.Session) -> dict:
-    return {i.callspec.id: _selfcheck_args(**i.callspec.params) for i in session.items if _is_selfcheck(i)}
+    return {i.callspec.id: _selfcheck_args(**i.callspec.params) for i in session.items
+            if i.module.__name__ == __name__
+            and i.originalname == "test_triton_templates_match_references_under_interpreter"}
 
 
-def _run_selfchecks(session) -> dict:
+def _run_selfchecks(request) -> dict:
     """``hercules.compile.selfcheck``'s main (its stdout and return value) for each selected case
     of the test below, all in one interpreted subprocess: one start-up and import of torch and
     triton (~3 s on the CI machine) instead of one per case. main seeds torch itself."""
-    p = _run(_SELFCHECK, json.dumps(_selfcheck_cases(session)), timeout=900, launcher=side_by_side.launcher())
+    p = _run(_SELFCHECK, json.dumps(_selfcheck_cases(request.session)), timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-side_by_side.register("interpreted triton self-checks", _is_selfcheck, _run_selfchecks)
+side_by_side.register("interpreted triton self-checks", lambda session: bool(_selfcheck_cases(session)),
+                      _run_selfchecks)
 
 
 @pytest.fixture(scope="module")
 def selfchecks(request) -> dict:
-    return side_by_side.result("interpreted triton self-checks", request.session)
+    return side_by_side.result("interpreted triton self-checks", request)
 
 
 @pytest.mark.parametrize("dtype, batches, templates, regions", SELFCHECKS)
@@ -172,13 +167,13 @@ print(json.dumps(out))
 """
 
 
-def _decode_pinned(runs: dict[str, dict], launcher: list[str] | None = None) -> dict:
+def _decode_pinned(runs: dict[str, dict]) -> dict:
     """Each run (force, models, cache_dir) in one interpreted subprocess: every model built afresh,
     decoded with the pins (interpreted Triton) against HF's 10 greedy tokens, then compiled again
     to load the same choices from the run's decision cache and decoded for 4 tokens (the first
     decode already ran every kernel for 9 steps; the second shows the reloaded ones reproduce HF
     too, at a third of the interpreted time). Run -> model -> results, or {"error": ...}."""
-    p = _run(_DECODE, json.dumps(runs), timeout=1500, launcher=launcher)
+    p = _run(_DECODE, json.dumps(runs), timeout=1500)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -190,28 +185,25 @@ def _decode_with_fusions_pinned(force: dict, tmp_path, models=("tiny-llama", "ti
     return res
 
 
-def _is_pinned(item: pytest.Item) -> bool:
-    return getattr(item, "module", None) is not None and item.module.__name__ == __name__ and item.name in _PINNED
-
-
 def _pinned_tests(session: pytest.Session) -> list[str]:
-    return [i.name for i in session.items if _is_pinned(i)]
+    return [i.name for i in session.items if i.module.__name__ == __name__ and i.name in _PINNED]
 
 
-def _run_pinned_decodes(session) -> dict:
+def _run_pinned_decodes(request) -> dict:
     """The pinned decodes of this module's selected tests, all in one subprocess (one start-up and
     import of torch, transformers and triton, ~5 s, instead of one per test)."""
-    cache = Path(tempfile.mkdtemp(prefix="pinned-decodes-"))
+    cache = request.getfixturevalue("tmp_path_factory").mktemp("pinned-decodes")
     return _decode_pinned({name: dict(_PINNED[name], cache_dir=str(cache / name))
-                           for name in _pinned_tests(session)}, launcher=side_by_side.launcher())
+                           for name in _pinned_tests(request.session)})
 
 
-side_by_side.register("interpreted pinned decodes", _is_pinned, _run_pinned_decodes)
+side_by_side.register("interpreted pinned decodes", lambda session: bool(_pinned_tests(session)),
+                      _run_pinned_decodes)
 
 
 @pytest.fixture(scope="module")
 def pinned_decodes(request) -> dict:
-    return side_by_side.result("interpreted pinned decodes", request.session)
+    return side_by_side.result("interpreted pinned decodes", request)
 
 
 @pytest.fixture()

@@ -368,19 +368,19 @@ def _compile_cuda(paths: list[Path], workdir: Path) -> tuple[int, str]:
         "-gencode=arch=compute_90,code=sm_90", *extra,
         "-diag-suppress=3306",  # torch headers: bit-field initialisers
     ]
-    proc = subprocess.run([*side_by_side.launcher(), *cmd], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     return proc.returncode, (proc.stdout + proc.stderr)[-12000:]
 
 
-def _compile_suite_cuda(session) -> tuple[int, str]:
+def _compile_suite_cuda(request) -> tuple[int, str]:
     with tempfile.TemporaryDirectory() as tmp:
         return _compile_cuda([path for _, path in CUDA], Path(tmp))
 
 
 side_by_side.register(
     "sm_90 unit of the suite's CUDA candidates",
-    lambda item: _nvcc() is not None and bool(CUDA)
-    and getattr(item, "originalname", "") == "test_cuda_candidates_compile_for_sm90",
+    lambda session: _nvcc() is not None and bool(CUDA)
+    and any(getattr(item, "originalname", "") == "test_cuda_candidates_compile_for_sm90" for item in session.items),
     _compile_suite_cuda)
 
 
@@ -390,7 +390,7 @@ def test_cuda_candidates_compile_for_sm90(request):
         pytest.skip("nvcc not found")
     if not CUDA:
         pytest.skip("no CUDA candidates")
-    rc, log = side_by_side.result("sm_90 unit of the suite's CUDA candidates", request.session)
+    rc, log = side_by_side.result("sm_90 unit of the suite's CUDA candidates", request)
     assert rc == 0, log
 
 

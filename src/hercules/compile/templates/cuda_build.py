@@ -15,7 +15,6 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Sequence
 
 PRELUDE = r"""
 #include <ATen/ATen.h>
@@ -115,11 +114,9 @@ def build(prefix: str, cuda_body: str, declarations: str, functions: list[str], 
         return mod, secs
 
 
-def syntax_check(cuda_body: str, nvcc: str = "nvcc", arch: str = "sm_90", timeout: float = 600,
-                 launcher: Sequence[str] = ()) -> tuple[bool, str]:
+def syntax_check(cuda_body: str, nvcc: str = "nvcc", arch: str = "sm_90", timeout: float = 600) -> tuple[bool, str]:
     """Compile the rendered source to an object file with nvcc (no GPU needed): catches C++/CUDA
-    errors on a machine without a GPU. ``launcher`` prefixes the command (e.g. ``chrt --idle 0``).
-    Returns (ok, compiler output)."""
+    errors on a machine without a GPU. Returns (ok, compiler output)."""
     import tempfile
 
     import torch
@@ -136,7 +133,7 @@ def syntax_check(cuda_body: str, nvcc: str = "nvcc", arch: str = "sm_90", timeou
             os.makedirs(os.path.join(stub, "c10", "cuda", "impl"))
             with open(os.path.join(stub, "c10", "cuda", "impl", "cuda_cmake_macros.h"), "w") as f:
                 f.write("#pragma once\n")
-        cmd = [*launcher, nvcc, "-c", src, "-o", os.path.join(d, "k.o"), "-std=c++20", f"-arch={arch}", "-O1",
+        cmd = [nvcc, "-c", src, "-o", os.path.join(d, "k.o"), "-std=c++20", f"-arch={arch}", "-O1",
                "-I", stub, "-I", inc, "-I", os.path.join(inc, "torch", "csrc", "api", "include"), "-I", py_inc,
                "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch.compiled_with_cxx11_abi()))]
         try:
