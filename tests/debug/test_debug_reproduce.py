@@ -128,6 +128,9 @@ def test_validate_rules_on_real_builds_and_cache(corpus, tmp_path):
     assert [(r["task_id"], r["status"]) for r in again["instances"]] == [(r["task_id"], r["status"])
                                                                         for r in out["instances"]]
     assert time.perf_counter() - start < 60
+    # other conditions (here the build timeout) are other reproductions: nothing is reused
+    other = cli(cache, "validate", "--corpus", str(corpus), "--device", "cpu", "--task", DUP, "--build-timeout", "299")
+    assert other["instances"][0]["cached"] is False and other["instances"][0]["status"] == "reproduced"
     # an edited instance is a new instance: its cached result is not reused
     (corpus / DUP / "testbench" / "extra.txt").write_text("changed")
     third = cli(cache, "validate", "--corpus", str(corpus), "--device", "cpu", "--task", DUP)

@@ -136,8 +136,8 @@ def _reproductions(instances, tc, opts, jobs, gpu_lock=None):
 
     cache = _reproduction_cache(opts)
     identity, device, _ = toolchain_identity(tc)
-    click.echo(f"reproduce: {cached_count(instances, tc, cache)} of {len(instances)} instances cached for this "
-               f"toolchain and device ({identity}; {device})", err=True)
+    click.echo(f"reproduce: {cached_count(instances, tc, opts, cache)} of {len(instances)} instances cached for this "
+               f"toolchain, device and these options ({identity}; {device})", err=True)
 
     def progress(done, total, rep):
         click.echo("reproduce " + progress_line(done, total, rep), err=True)
@@ -327,11 +327,11 @@ def _score(bench, instances, reproductions, total):
 
 
 def _progress(instances, tc, opts, total, finished, interrupted) -> dict:
-    """How much of the run is done and what is left: reproductions cached for this toolchain and
-    device, trajectories stored in the run folder."""
+    """How much of the run is done and what is left: reproductions cached for these conditions,
+    trajectories stored in the run folder."""
     from hercules.debug.reproduce import cached_count
 
-    cached = cached_count(instances, tc, _reproduction_cache(opts))
+    cached = cached_count(instances, tc, opts, _reproduction_cache(opts))
     return {"interrupted": interrupted,
             "reproductions": {"instances": len(instances), "cached": cached, "to_do": len(instances) - cached},
             "attempts": {"trajectories": total, "finished": finished, "to_do": total - finished}}

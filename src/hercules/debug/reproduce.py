@@ -128,14 +128,17 @@ def instance_hash(inst: Instance) -> str:
     return h.hexdigest()
 
 
-def cache_key(inst_hash: str, identity: str, device: str) -> str:
-    return hashlib.sha256(f"{RULES_VERSION}\n{inst_hash}\n{identity}\n{device}".encode()).hexdigest()[:32]
+def cache_key(inst_hash: str, conditions: dict[str, Any]) -> str:
+    """The instance and every condition its outcome depends on (``conditions.run_conditions``: the
+    rules, toolchain, device, runtime, libraries, the judging code and the timeouts and budget);
+    a reproduction under other conditions is not reused."""
+    text = json.dumps([inst_hash, conditions], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def instance_key(inst: Instance, tc: Toolchain) -> str:
-    """The cache key of an instance's reproduction with this toolchain on this device."""
-    identity, device, _ = toolchain_identity(tc)
-    return cache_key(instance_hash(inst), identity, device)
+def instance_key(inst: Instance, tc: Toolchain, opts: RunOptions) -> str:
+    """The cache key of an instance's reproduction with this toolchain, device and options."""
+    return cache_key(instance_hash(inst), run_conditions(tc, opts, inst.kind, RULES_VERSION).to_json())
 
 
 # -- outcomes back from JSON (so an attempt can reuse a reproduction's outcome) ------------------
@@ -317,7 +320,8 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
     were validated before)."""
     identity, device, compiler = toolchain_identity(tc)
     ihash = instance_hash(inst)
-    key = cache_key(ihash, identity, device)
+    conditions = run_conditions(tc, opts, inst.kind, RULES_VERSION).to_json()
+    key = cache_key(ihash, conditions)
     cached = cache.get(key)
     if cached is not None:
         return cached
@@ -350,7 +354,7 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         instance_hash=ihash, broken=broken.to_json(), reference=reference.to_json() if reference else None,
         seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup,
         observed_subtype=broken.classification.subtype,
-        conditions=run_conditions(tc, opts, inst.kind, RULES_VERSION).to_json())
+        conditions=conditions)
     if not (maybe_load(broken, "broken") or maybe_load(reference, "reference")):
         cache.put(key, rep)
     return rep
@@ -393,9 +397,9 @@ def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions
     return [r for r in results if r is not None]
 
 
-def cached_count(instances: Sequence[Instance], tc: Toolchain, cache: ReproductionCache) -> int:
-    """How many of the instances have a reusable reproduction in the cache (for this toolchain and device)."""
-    return sum(cache.get(instance_key(inst, tc)) is not None for inst in instances)
+def cached_count(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache) -> int:
+    """How many of the instances have a reusable reproduction in the cache (for these conditions)."""
+    return sum(cache.get(instance_key(inst, tc, opts)) is not None for inst in instances)
 
 
 def counts(reproductions: Sequence[Reproduction]) -> dict[str, Any]:
