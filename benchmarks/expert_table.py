@@ -12,8 +12,6 @@ import argparse
 import json
 from pathlib import Path
 
-OTHERS = ("eager", "compile", "compile_reduce_overhead", "cudagraph")
-
 
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
@@ -25,21 +23,21 @@ def rows(run_dir: Path) -> tuple[list[str], dict[str, list[str]]]:
     for path in sorted(run_dir.glob("*/*/verdict.json")):
         verdict = json.loads(path.read_text())
         expert = verdict.get("expert") or {}
+        if not expert:
+            continue
         times = verdict.get("baselines_ms") or {}
         problem, candidate = path.parent.parent.name, path.parent.name
         chosen = expert.get("chosen")
-        if not expert:
-            continue
         if expert.get("op") and expert["op"] not in considered:
             considered[expert["op"]] = [f"{c['name']} {c['status']}" + (f" {c['ms']:.4f}" if c.get("ms") else "")
                                         for c in expert.get("considered", [])]
-        rest = {n: times[n] for n in OTHERS if times.get(n) is not None}
+        rest = {n: t for n, t in times.items() if n != "expert" and t is not None}  # the verdict's other baselines
         best = min(rest, key=rest.get) if rest else None
         cand = verdict.get("cand_ms")
         library = f"{chosen['name']} ({chosen['distribution']} {chosen['version']})" if chosen else "none correct"
         vs = (verdict.get("speedup") or {}).get("expert")
         table.append(f"| {problem} | {candidate} | {verdict['status']} | {library} | {_ms(times.get('expert'))} | "
-                     f"{_ms(times.get('eager'))} | {_ms(rest.get(best)) if best else 'n/a'} ({best}) | {_ms(cand)} | "
+                     f"{_ms(times.get('eager'))} | {f'{_ms(rest[best])} ({best})' if best else 'n/a'} | {_ms(cand)} | "
                      f"{'n/a' if vs is None else f'{vs:.2f}x'} |")
     return table, considered
 
