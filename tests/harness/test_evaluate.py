@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import BASELINE_ROUNDS, EvalOptions, evaluate
 from hercules.harness.records import Cause, Status
 from hercules.problems.loaders import load_source
@@ -262,10 +263,11 @@ def test_a_problem_filling_the_device_is_evaluated_with_no_other_in_flight(probl
     import hercules.harness.evaluate as evaluate_mod
 
     monkeypatch.setattr(evaluate_mod, "ALONE_SHARE", 1e-12)  # every problem fills the "device"
+    # A lock given by the caller, as a bench's: other evaluations could be in flight beside it.
     verdict = evaluate(problem, candidate("""
         def forward(self, x):
             return torch.relu(self.lin(x)).mul(2.0)
-    """), options)
+    """), options, gpu_lock=DeviceLock())
     assert verdict.status is Status.OK and verdict.flags == (), verdict.error
     assert any("no other evaluation in flight" in note for note in verdict.notes), verdict.notes
     assert "alone_wait" in verdict.phases

@@ -93,6 +93,7 @@ class Context:
     requests: Mapping[str, Any] = field(default_factory=dict)
     notes: Sequence[str] = ()
     datapath: str = ""
+    spans: Sequence[tuple[str, float, float]] = ()
 
 
 def conditional_findings(scan: ScanOutcome, executed: frozenset[int]) -> tuple[Finding, ...]:
@@ -151,6 +152,7 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
         cause=cause, sandbox=ctx.sandbox, limits={k: round(v, 3) for k, v in ctx.limits.items()},
         notes=tuple(dict.fromkeys(notes))[:40],
         expert=dict(baselines.expert) if baselines and baselines.expert else None, datapath=ctx.datapath,
+        spans=tuple(ctx.spans),
     )
 
 

@@ -186,6 +186,9 @@ class Verdict:
     # How tensors crossed between the workers: "cuda" (device packs, nothing through host memory)
     # or "memfd" (sealed host memory files); the notes say why device packs were not used.
     datapath: str = ""
+    # When each phase ran: (phase, start, end) in Unix seconds, for lining evaluations that ran
+    # beside each other up against one another ("measuring": a section with the device alone).
+    spans: tuple[tuple[str, float, float], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -244,4 +247,6 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         limits=dict(data.get("limits") or {}),
         notes=tuple(data.get("notes") or ()),
         expert=data.get("expert"),
+        datapath=data.get("datapath") or "",
+        spans=tuple(tuple(span) for span in data.get("spans") or ()),
     )
