@@ -347,3 +347,21 @@ def test_a_problem_too_big_for_the_candidates_sandbox_is_out_of_memory_with_its_
     verdict = evaluate(problem, honest, options)
     assert verdict.status is Status.CRASH and verdict.cause is Cause.OUT_OF_MEMORY, (verdict.status, verdict.error)
     assert "one input set takes 0.13 GB" in verdict.error and "1.3 GB host memory bound" in verdict.error, verdict.error
+
+
+def test_events_timed_again_keep_the_buffers_revalidation_wrote(problem, options, monkeypatch):
+    # Forced here (every evaluation's events "read above" its bursts): the timing taken again must
+    # run on the buffers as revalidation refreshed them, or the bursts after it would be judged
+    # against values the buffers no longer hold and an honest candidate would fail.
+    import hercules.harness.evaluate as evaluate_mod
+
+    monkeypatch.setattr(evaluate_mod, "EVENTS_RETIME_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(evaluate_mod, "EVENTS_RETIME_RATIO", 0.0)
+    monkeypatch.setattr(evaluate_mod, "WALL_SLACK_MS", -1.0)
+    verdict = evaluate(problem, candidate("""
+        def forward(self, x):
+            return torch.relu(self.lin(x)).mul(2.0)
+    """), options)
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    assert any(note.startswith("events timed again") for note in verdict.notes), verdict.notes
+    assert verdict.requests["candidate.time"]["count"] == 1 + evaluate_mod.EVENTS_RETIMES

@@ -146,11 +146,22 @@ BURST_MAX_CALLS = 2000
 # 2-core VM eager once read 5.45 ms per call where it reads 3.8-3.9 (a red-team skipper held to its
 # full 3.5 ms came out 1.55x).
 BASELINE_ROUNDS = 2
-# ...except on a GPU when the first round's long bursts agree with its events within this ratio:
-# the events of a device-bound call repeat within ~1% there, and every round holds the device lock
-# for its timing budget and two long bursts (four baselines: ~2.5 s more per evaluation at the
-# default 0.3 s budget, with the lock the bottleneck of a KernelBench run).
+# ...except on a GPU when the first round's long bursts and its events agree within this ratio
+# either way (a compiled baseline only): the events of a device-bound call repeat within ~1% there,
+# and every round holds the device lock for its timing budget and two long bursts. Either way: on
+# the H200, with six KernelBench evaluations in flight, eager's events of 16_ConvTranspose2d read
+# 37.6 ms against 18.7 in its bursts, and a one-sided rule took that round alone (0.52x apparent
+# slowdown of eager against itself). Eager, the figure speedups are quoted against, always takes
+# every round.
 BASELINE_AGREEMENT = 1.05
+# The candidate's in-process timing is taken again (the lowest median kept, at most this many more
+# times) when its events read above the parent's long burst by more than this ratio: others' device
+# work during the timed repetitions (neighbours' torch.compile autotuning runs outside the device
+# lock) inflated events to 2x the bursts' figure on the H200 (KernelBench 6_GoogleNetInceptionModule
+# 34.8 against 16.8 ms per call), while the parent's clock still bounds the time from below.
+EVENTS_RETIME_RATIO = 1.1
+EVENTS_RETIMES = 2
+EVENTS_RETIME_DEVICES = ("cuda",)  # on the CPU, events and wall both read the same clock
 # ...and at most this long by the parent's own single-call figures: a candidate whose events claim
 # a hundredth of its real time (red team forged_reply_encoder) was asked for 2,000 calls of a 25 ms
 # product, and its timing stage took 119 s on the CPU.
@@ -915,6 +926,8 @@ class _Evaluation:
                 return _revalidation_failed(findings, TIMED_OUTPUTS_WRONG)
             if wall_ms is None or figure < wall_ms:
                 wall_ms, enqueue_ms = figure, enqueue
+        if self.device.type in EVENTS_RETIME_DEVICES and event_ms > EVENTS_RETIME_RATIO * wall_ms + WALL_SLACK_MS:
+            in_process, event_ms = self._retimed(in_process, wall_ms)
         bound_ms = max(event_ms, wall_ms)
         passes = None
         if not interpreted:
@@ -1050,6 +1063,26 @@ class _Evaluation:
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
         raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
         return raw["_fds"][0], raw["layout"], int(raw["per_set"])
+
+    def _retimed(self, in_process: TimingResult, wall_ms: float) -> tuple[TimingResult, float]:
+        """The in-process timing again while its events read above the parent's long burst by more
+        than EVENTS_RETIME_RATIO (EVENTS_RETIMES times at most), the lowest median kept. Safe
+        against forged events: the time stays bounded below by the parent's clock, and lower
+        events only make the unmeasured-work check stricter."""
+        opts = self.options
+        first = in_process.median_ms
+        for _ in range(EVENTS_RETIMES):
+            timed, _ = self._candidate(TimeReply, "time", self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
+                                       "timing", budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s, min_reps=5,
+                                       keep_sets=True)  # the buffers hold what revalidation wrote
+            again = TimingResult(**timed.timing)
+            if again.median_ms < in_process.median_ms:
+                in_process = again
+            if in_process.median_ms <= EVENTS_RETIME_RATIO * wall_ms + WALL_SLACK_MS:
+                break
+        self.notes.append(f"events timed again: {first:.4f} ms per call read above the parent's long burst "
+                          f"({wall_ms:.4f}); kept {in_process.median_ms:.4f}")
+        return in_process, in_process.median_ms
 
     def _burst_wall(self, calls: int, seed: int, event_ms: float,
                     judged: list[int | None] | None = None) -> tuple[float | None, float, tuple[int, ...]]:
@@ -1436,7 +1469,8 @@ class _Evaluation:
                 self._close_fds(burst.get("_fds") or [])
             wall_ms = max(0.0, min(totals) - overhead_ms) / calls
             figures.append(max(event_ms, wall_ms))
-            if self.device.type == "cuda" and wall_ms <= BASELINE_AGREEMENT * event_ms:
+            agree = event_ms / BASELINE_AGREEMENT <= wall_ms <= BASELINE_AGREEMENT * event_ms
+            if self.device.type == "cuda" and name != "eager" and agree:
                 break  # the parent's clock confirms the events: another round would read the same
         return min(figures)
 

@@ -715,7 +715,9 @@ class CandidateWorker(PackEnds):
                                   "executed_lines": self._lines()})
 
     def op_time(self, msg):
-        self.timing_sets = _timing.rotation_sets(self.trial_sets, self.device)
+        # Timed again (``keep_sets``): the same buffers, as revalidation and the bursts left them.
+        if not (msg.get("keep_sets") and getattr(self, "timing_sets", None)):
+            self.timing_sets = _timing.rotation_sets(self.trial_sets, self.device)
         with torch.no_grad():
             result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
                                            budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
