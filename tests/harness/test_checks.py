@@ -168,3 +168,19 @@ def test_squares_past_float64s_range_leave_the_shortcut_for_the_masked_compariso
     big = torch.full((8,), 1e200, dtype=torch.float64)
     assert not checks._gather_finite(checks._Figures(), big, big, TOL)
     assert checks._gather_finite(checks._Figures(), big / 1e100, big / 1e100, TOL)
+
+
+def test_a_value_the_problems_dtype_cannot_compute_is_judged_by_the_references_own_miss():
+    # Value 1 is ill-conditioned: the problem-dtype reference itself misses the float64 truth by 0.5
+    # there. A candidate off by 1.0 at that value is within downcast_ratio x that miss; the same
+    # candidate with a miss at the well-conditioned value 0 is not.
+    truth = torch.tensor([1.0, 100.0], dtype=torch.float64)
+    own = torch.tensor([1.0, 100.5])
+    spec = {"shape": [2], "dtype": "float32"}
+    ref_err = float((own.double() - truth).norm() / truth.norm())
+    close = torch.tensor([1.0, 101.0])
+    assert not compare_outputs([close], ["torch.Tensor"], [truth], [spec], TOL, [ref_err]).ok  # without its miss
+    assert compare_outputs([close], ["torch.Tensor"], [truth], [spec], TOL, [ref_err], [own]).ok
+    wrong = torch.tensor([1.01, 100.0])
+    result = compare_outputs([wrong], ["torch.Tensor"], [truth], [spec], TOL, [ref_err], [own])
+    assert not result.ok and "1 of 2 values outside" in result.problems[0], result.problems

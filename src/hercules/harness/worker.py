@@ -410,7 +410,8 @@ class ReferenceWorker(PackEnds):
             span = slice(i * per_call, (i + 1) * per_call)
             light = entry.get("light", False)
             comparison = compare_outputs(outputs[span], types[span], entry["outputs"], entry["specs"],
-                                         _loosened(self.tol) if light else self.tol, entry["ref_errs"])
+                                         _loosened(self.tol) if light else self.tol, entry["ref_errs"],
+                                         entry["dtype_outputs"])
             if not light:
                 kernelbench = kernelbench and within_allclose(outputs[span], types[span], entry["dtype_outputs"],
                                                               KERNELBENCH_TOLERANCE)
@@ -480,7 +481,7 @@ class ReferenceWorker(PackEnds):
         def judge(outputs: Any) -> str | None:
             outs = flatten_outputs(outputs)
             comparison = compare_outputs(outs, [_type_name(o) for o in outs], entry["outputs"], entry["specs"],
-                                         self.tol, entry["ref_errs"])
+                                         self.tol, entry["ref_errs"], entry["dtype_outputs"])
             return None if comparison.ok else "; ".join(comparison.problems[:2]) or "incorrect"
 
         def time_ms(kernel: Callable[..., Any]) -> float:
