@@ -36,7 +36,14 @@ SCRIPT = textwrap.dedent('''
     a, b = torch.randn(16, 16).bfloat16(), torch.randn(16, 16).bfloat16()
     c = torch.empty(16, 16, dtype=torch.bfloat16)
     dot_kernel[(1,)](a, b, c, N=16)
-    assert torch.equal(c, (a.float() @ b.float()).bfloat16()), "bf16 dot"
+    # torch's product, value for value, but for a rare neighbour: the fp32 sums run in another
+    # order, and a sum at a rounding boundary then lands one bf16 step away (an exact comparison of
+    # all 256 failed once in CI). Truncation instead of rounding moves about half of them a step;
+    # multiplied bit patterns move them all by far more.
+    expected = (a.float() @ b.float()).bfloat16().float()
+    differ = c.float() != expected
+    one_step = (c.float() - expected).abs() <= expected.abs() * 2.0 ** -7 + 1e-6
+    assert int(differ.sum()) <= 2 and bool(one_step.all()), "bf16 dot"
     x = torch.randn(4, 100)
     y = torch.empty(4)
     row_sum[(4,)](x, y, 100, BLOCK=32)
