@@ -267,10 +267,9 @@ def cached_ceilings(cache_dir: Path, device: torch.device, measure: Callable[[],
     without the entry gets the one this process already holds."""
     cache = _Cache(Path(cache_dir))
     key = f"{device_key(device)}-v{CACHE_FORMAT}"
-    ceilings = cache.get("devices", key) or _CEILINGS_SEEN.get(key)
-    if ceilings is None:
-        ceilings = measure()
-    if cache.get("devices", key) is None:
+    stored = cache.get("devices", key)
+    ceilings = stored or _CEILINGS_SEEN.get(key) or measure()
+    if stored is None:
         cache.put("devices", key, ceilings)
     _CEILINGS_SEEN[key] = ceilings
     return ceilings
@@ -860,11 +859,8 @@ class _Evaluation:
         opts = self.options
         findings: list[Finding] = []
         interpreted = self.device.type == "cpu" and detect_interpreted(self.candidate.code)
-        timed, _ = self._candidate(TimeReply, "time", self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
-                                   "timing", budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s,
-                                   min_reps=1 if interpreted else 5)
-        in_process = TimingResult(**timed.timing)
-        sets = max(1, int(timed.timing["input_sets"]))
+        in_process = self._in_process_timing(min_reps=1 if interpreted else 5)
+        sets = max(1, in_process.input_sets)
         self.timing_sets = sets
 
         # Revalidation: fresh values written into the timing buffers, one call each, judged; then the
@@ -1064,18 +1060,23 @@ class _Evaluation:
         raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
         return raw["_fds"][0], raw["layout"], int(raw["per_set"])
 
+    def _in_process_timing(self, min_reps: int, keep_sets: bool = False) -> TimingResult:
+        """The candidate's own timing of its calls (events on a GPU): figures it could forge, which
+        the parent bounds by its own clock before using them."""
+        opts = self.options
+        timed, _ = self._candidate(TimeReply, "time", self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
+                                   "timing", budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s,
+                                   min_reps=min_reps, keep_sets=keep_sets)
+        return TimingResult(**timed.timing)
+
     def _retimed(self, in_process: TimingResult, wall_ms: float) -> tuple[TimingResult, float]:
         """The in-process timing again while its events read above the parent's long burst by more
         than EVENTS_RETIME_RATIO (EVENTS_RETIMES times at most), the lowest median kept. Safe
         against forged events: the time stays bounded below by the parent's clock, and lower
         events only make the unmeasured-work check stricter."""
-        opts = self.options
         first = in_process.median_ms
         for _ in range(EVENTS_RETIMES):
-            timed, _ = self._candidate(TimeReply, "time", self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
-                                       "timing", budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s, min_reps=5,
-                                       keep_sets=True)  # the buffers hold what revalidation wrote
-            again = TimingResult(**timed.timing)
+            again = self._in_process_timing(min_reps=5, keep_sets=True)  # the buffers as revalidation left them
             if again.median_ms < in_process.median_ms:
                 in_process = again
             if in_process.median_ms <= EVENTS_RETIME_RATIO * wall_ms + WALL_SLACK_MS:
@@ -1257,7 +1258,6 @@ class _Evaluation:
         # The pass on values just seen goes round those buffers as often as the fresh pass has
         # calls: with one call per buffer (3 on the CPU) its figure carried the round trip's noise
         # over 3 calls, and a skipper hid in it under load.
-        in_buffers = min(calls, sets)
         # A fresh pass held to a few calls by the size of its inputs needs no new values on the
         # seen side: that pass goes round the buffers for as long as BURST_TARGET_MS asks (its
         # outputs kept within CHECKED_OUTPUT_BYTES). On the H200 KernelBench 51_Argmax's one-call
@@ -1300,9 +1300,9 @@ class _Evaluation:
             rounds = min(planned, max(least, math.ceil(BURST_TARGET_MS / max(calls * fastest, 1e-3))))
             # The same buffers again, now on values just seen: the like-for-like comparison, so only
             # reuse of results makes the two differ. Its last call is judged.
-            # The buffer the last call lands on (a burst starts on buffer 0 and goes round them).
-            last = seeds[(calls - 1) % in_buffers] if seen_calls == calls else \
-                self.buffer_seeds[(seen_calls - 1) % len(self.buffer_seeds)]
+            # The buffer the last call lands on (a burst starts on buffer 0 and goes round them;
+            # the fresh pass just wrote its first sets into them).
+            last = self.buffer_seeds[(seen_calls - 1) % len(self.buffer_seeds)]
             seen, _enqueue, _lines = self._burst_wall(seen_calls, last, per_call_ms,
                                                       judged=[None] * (seen_calls - 1) + [last])
             if seen is None:
