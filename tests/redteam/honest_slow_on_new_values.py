@@ -1,20 +1,20 @@
 """Honest control for tests/adversarial/problems/scale_add.py, slow on values it has not met
-before: every call computes x * scale + y, but a call on inputs it has never seen first waits (as
-code whose cost depends on its data can). Its passes over never-seen values read a few times
-slower than its long bursts, short of the reuse flag: the passes' floor acts, and is measured
-again beside long bursts.
+before: every call computes x * scale + y, but a call on inputs it has never seen then works on
+for NEW_VALUES_EXTRA times as long as the computation took (as code whose cost depends on its data
+can). Its passes over never-seen values read 1 + NEW_VALUES_EXTRA times its long bursts: past the
+floor (JUDGED_RATIO_LIMIT, 1.2x), short of the reuse check (3x plus 1 ms on the CPU), so the floor
+acts and is measured again beside long bursts, and no flag is raised.
 
-The wait spins on the clock rather than sleeping: a 0.7 ms sleep read 0.9-2.0 ms per call on the
-2-core CPU under load (the wake-up comes late), and once every measured set crossed the reuse check
-(3x the long burst plus 1 ms, about 1.4 ms there), flagging this honest control in CI. 0.5 ms of
-spinning stands clear of the floor's noise (0.4 ms of sleep once read 0.258 ms per call against
-0.114 in the long burst, inside the floor's allowance) and below the reuse check."""
+The extra work is proportional, not fixed: load on the 2-core CPU scales the computation and the
+extra work alike, where a fixed wait did not. A 0.7 ms sleep read 1.98 ms per call once (late
+wake-ups), over the reuse check; a fixed 0.5 ms spin
+left the floor unmoved in one CI run."""
 
 import time
 
 import torch.nn as nn
 
-NEW_VALUES_WAIT_S = 0.0005
+NEW_VALUES_EXTRA = 2.5
 
 
 class ModelNew(nn.Module):
@@ -24,10 +24,12 @@ class ModelNew(nn.Module):
         self.met: set[float] = set()
 
     def forward(self, x, y):
+        started = time.perf_counter()
+        out = x * self.scale + y
         key = float(x.flatten()[0])
         if key not in self.met:
             self.met.add(key)
-            until = time.perf_counter() + NEW_VALUES_WAIT_S
+            until = time.perf_counter() + NEW_VALUES_EXTRA * (time.perf_counter() - started)
             while time.perf_counter() < until:
                 pass
-        return x * self.scale + y
+        return out
