@@ -114,3 +114,44 @@ def test_executed_lines_records_one_file_and_restores_the_tracer(tmp_path):
     with ExecutedLines(str(path)) as traced:
         namespace["f"](-1)
     assert traced.lines == {2, 4}
+
+
+_COMPILER_AFTER_SNAPSHOT = r"""
+import functools, json, sys
+import torch
+from hercules.harness.integrity import Snapshot
+
+assert "torch._dynamo" not in sys.modules
+snapshot = Snapshot.take()
+compiled = torch.compile(lambda a: a * 2 + 1)  # imports the compiler and compiles: its wrappers go in
+compiled(torch.randn(8))
+honest = snapshot.changed_attributes()
+
+seed, init = torch.manual_seed, torch.nn.Module.__init__
+torch.manual_seed = functools.wraps(seed)(lambda *a, **k: seed(*a, **k))  # a look-alike of the wrapper
+torch.nn.Module.__init__ = torch._disable_dynamo(init)  # the compiler's wrapper, in the wrong place
+look_alike = snapshot.changed_attributes()
+torch.manual_seed = torch._disable_dynamo(torch.randn)  # the compiler's wrapper around something else
+other_target = snapshot.changed_attributes()
+print(json.dumps([honest, look_alike, other_target]))
+"""
+
+
+@pytest.mark.slow
+def test_the_compilers_own_wrappers_after_the_snapshot_are_not_tampering():
+    """The candidate worker on the CPU no longer imports torch's compiler before the snapshot: a
+    candidate calling torch.compile installs its wrappers afterwards. Exactly those (the compiler's
+    code around the recorded object) pass; a look-alike, or its wrapper around anything else, does
+    not. In a fresh interpreter, where the compiler has not been imported yet."""
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(Path(integrity.__file__).parents[2]))
+    proc = subprocess.run([sys.executable, "-c", _COMPILER_AFTER_SNAPSHOT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    honest, look_alike, other_target = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert honest == []
+    assert look_alike == ["torch.manual_seed", "torch.nn.Module.__init__"]
+    assert other_target == ["torch.manual_seed", "torch.nn.Module.__init__"]

@@ -642,7 +642,7 @@ class _Evaluation:
         candidate = self.workers["candidate"]
         # The candidate worker starts its CUDA context and lazy imports while the reference sets up.
         self._send(candidate, "candidate", "prepare", "candidate setup", device=str(self.device),
-                   dtype=self.problem.dtype_name)
+                   dtype=self.problem.dtype_name, compiler=_may_compile(self.candidate.code))
         with self._phase("reference_setup"):
             setup = self._request("reference", "setup", opts.run_timeout_s, "reference setup",
                                   code=self.problem.code, device=str(self.device), dtype=self.problem.dtype_name,
@@ -1589,6 +1589,17 @@ def _content_cache_findings(fresh: list[float], seen: list[float], clock: str, s
         return [Finding(Flag.RESULT_CACHE.value, f"{min(fresh):.4f} ms per call on fresh values against "
                         f"{baseline:.4f} ms on values already seen, by {clock} (a cache keyed by content?)")]
     return []
+
+
+# Words in a candidate's source that say it may run torch's compiler: its worker then imports the
+# compiler before the integrity snapshot, as it always does on a GPU. A hint, not a check: a
+# candidate that reaches the compiler another way is still judged right (integrity knows the
+# compiler's own wrappers), it only pays the import later.
+_COMPILER_WORDS = ("compile", "dynamo", "inductor", "export")
+
+
+def _may_compile(code: str) -> bool:
+    return any(word in code for word in _COMPILER_WORDS)
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:

@@ -18,6 +18,7 @@ import math
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,45 @@ def _identity_map(namespace: Any, private_too: bool = False) -> dict[str, int]:
         return {}
     return {name: id(value) for name, value in items
             if _is_watched(name, value) or (private_too and callable(value))}
+
+
+# What torch's compiler installs over watched attributes: importing torch._dynamo wraps
+# torch.manual_seed, and its first compilation wraps nn.Module.__init__ / __setstate__ (generation
+# tagging). A candidate that calls torch.compile, or a library that does, imports it after the
+# snapshot; the candidate worker no longer imports it beforehand on the CPU (1.1 s of every
+# evaluation's set-up there). Each: the compiler's function that makes the wrapper, the wrapper's
+# name, and the free variable holding what it wraps (None: ``__wrapped__``).
+_COMPILER_WRAPPERS = {
+    "torch.manual_seed": ("torch._compile._disable_dynamo", "inner", None),
+    "torch.nn.Module.__init__": ("torch._dynamo.mutation_guard.install_generation_tagging_init", "patched_init",
+                                 "init"),
+    "torch.nn.Module.__setstate__": ("torch._dynamo.mutation_guard.install_generation_tagging_init",
+                                     "patched_setstate", "setstate"),
+}
+
+
+def _installed_by_compiler(qualified: str, value: Any, before_id: int) -> bool:
+    """Whether ``value`` is the compiler's own wrapper around the object the snapshot recorded: its
+    code is the compiler's nested function's code (the same object for every wrapper it makes) and
+    what it wraps is the recorded object itself. A wrapper of anything else, or other code, is not."""
+    known = _COMPILER_WRAPPERS.get(qualified)
+    code = getattr(value, "__code__", None)
+    if known is None or code is None or "torch._dynamo" not in sys.modules:
+        return False
+    maker_path, wrapper_name, freevar = known
+    module_name, maker_name = maker_path.rsplit(".", 1)
+    maker = getattr(sys.modules.get(module_name), maker_name, None)
+    maker_code = getattr(maker, "__code__", None)
+    if maker_code is None or not any(isinstance(c, types.CodeType) and c.co_name == wrapper_name and c is code
+                                     for c in maker_code.co_consts):
+        return False
+    if freevar is None:
+        wrapped = getattr(value, "__wrapped__", None)
+    elif freevar in code.co_freevars and value.__closure__ is not None:
+        wrapped = value.__closure__[code.co_freevars.index(freevar)].cell_contents
+    else:
+        return False
+    return id(wrapped) == before_id
 
 
 def _autocast_enabled(device: str) -> Callable[[], bool]:
@@ -228,7 +268,8 @@ class Snapshot:
             for attr, ident in before.items():
                 if attr in ("__dict__", "__weakref__") or attr.startswith("_ctypes"):
                     continue
-                if after.get(attr) != ident:
+                if after.get(attr) != ident and not _installed_by_compiler(
+                        f"{name}.{attr}", vars(namespaces[name]).get(attr) if name in namespaces else None, ident):
                     changed.append(f"{name}.{attr}")
             # New public attributes on torch or the timers are also tampering.
             for attr in after.keys() - before.keys():

@@ -182,7 +182,10 @@ class ReferenceWorker(PackEnds):
     # so only a few sets occupy the device: KernelBench inputs reach several GB each (21_Sigmoid:
     # 6.4 GB in, 6.4 GB out, 12.8 GB of float64 truth per set). At most KEEP_SETS sets, and at most
     # CACHE_FRACTION of the device's memory for inputs and expected outputs together; the set in
-    # use is always kept.
+    # use is always kept. The input sets of the latest ``inputs_many`` are all kept (bytes allowing):
+    # a fresh pass's comparison needs every one of them again, and at three sets it made 29 of 32
+    # again from their seeds, as did each calibration going round the trial seeds (on the 2-core
+    # CPU 0.22 s per pack of scale_add's 32 sets, ten packs per evaluation).
     KEEP_SETS = 3
     CACHE_FRACTION = 0.2
     IDLE_RESERVED_BYTES = 256 << 20
@@ -190,6 +193,7 @@ class ReferenceWorker(PackEnds):
     def __init__(self):
         self.inputs: dict[int, list[Any]] = {}
         self.expected: dict[int, dict[str, Any]] = {}
+        self.pass_sets = 0  # distinct sets of the latest inputs_many, kept with the others
         self.baselines: dict[str, tuple[Callable[..., Any], list[tuple]]] = {}
         self.compiled: dict[str, Callable[..., Any]] = {}  # compiled ahead by baseline_compile
 
@@ -222,10 +226,11 @@ class ReferenceWorker(PackEnds):
         return expected + sum(_timing.set_bytes(v) for v in self.inputs.values())
 
     def _evict(self, keep_seed: int) -> None:
-        """Oldest first, never ``keep_seed``: until within KEEP_SETS and the byte budget."""
+        """Oldest first, never ``keep_seed``: until within KEEP_SETS (inputs: or the latest pass's
+        sets) and the byte budget."""
         budget = self._cache_budget()
-        for cache in (self.expected, self.inputs):
-            while len(cache) > self.KEEP_SETS or (len(cache) > 1 and self._cached_bytes() > budget):
+        for cache, most in ((self.expected, self.KEEP_SETS), (self.inputs, max(self.KEEP_SETS, self.pass_sets))):
+            while len(cache) > most or (len(cache) > 1 and self._cached_bytes() > budget):
                 oldest = next(seed for seed in cache if seed != keep_seed)
                 cache.pop(oldest)
         self._return_free_memory()
@@ -368,7 +373,10 @@ class ReferenceWorker(PackEnds):
     def op_inputs_many(self, msg):
         """The input sets of several seeds in one pack, set after set (``per_set`` values each): the
         values of a fresh pass, which travel with the request that times it."""
-        values = [v for seed in msg["seeds"] for v in self._inputs(int(seed))]
+        seeds = [int(seed) for seed in msg["seeds"]]
+        self.pass_sets = len(set(seeds))
+        made = {seed: self._inputs(seed) for seed in dict.fromkeys(seeds)}  # a seed repeated is made once
+        values = [v for seed in seeds for v in made[seed]]
         fd, layout = write_pack(values, "inputs", self.medium, self.device)
         return {"layout": layout.to_message(), "per_set": len(values) // max(len(msg["seeds"]), 1), "fds": 1,
                 "_fds": [fd]}
@@ -589,20 +597,23 @@ class CandidateWorker(PackEnds):
         self.executed: set[int] | None = None  # the candidate file's executed lines, when traced
         self.outputs_reused = False  # two calls hand back the same buffers (found after timing)
 
-    def _warm_up_runtime(self) -> None:
+    def _warm_up_runtime(self, compiler: bool = True) -> None:
         # Lazy initialisation inside torch (CUDA context, cuBLAS handles, extension loader) must
         # happen before the snapshot so that it is not mistaken for tampering.
         x = torch.randn(64, 64, device=self.device)
         (x @ x).sum().item()
         import torch.utils.cpp_extension as _cpp_extension  # noqa: F401
-        # Importing dynamo rebinds torch.manual_seed (wrapped to disable tracing), and its first
-        # compilation wraps nn.Module.__init__ / __setstate__ (generation tagging); the profiler used
-        # by the stream check and honest candidates calling torch.compile would do both later.
-        import torch._dynamo as _dynamo  # noqa: F401
-        import torch._dynamo.mutation_guard as _mutation_guard
-        import torch.profiler as _profiler  # noqa: F401
+        if compiler:
+            # Importing dynamo rebinds torch.manual_seed (wrapped to disable tracing), and its first
+            # compilation wraps nn.Module.__init__ / __setstate__ (generation tagging). The profiler
+            # (the GPU's stream check imports dynamo through it) and candidates calling torch.compile
+            # would do both later; the snapshot knows these wrappers (integrity._COMPILER_WRAPPERS)
+            # for what imports it unannounced. 1.1 s of the CPU's set-up, so asked for only there.
+            import torch._dynamo as _dynamo  # noqa: F401
+            import torch._dynamo.mutation_guard as _mutation_guard
+            import torch.profiler as _profiler  # noqa: F401
 
-        _mutation_guard.install_generation_tagging_init()
+            _mutation_guard.install_generation_tagging_init()
         try:
             import triton  # noqa: F401
             import triton.language  # noqa: F401
@@ -636,7 +647,7 @@ class CandidateWorker(PackEnds):
         problem data, so it runs while the reference worker sets the problem up."""
         self.device = use_device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
-        self._warm_up_runtime()
+        self._warm_up_runtime(compiler=bool(msg.get("compiler", True)) or self.device.type == "cuda")
         self.prepared = True
         return {}
 
