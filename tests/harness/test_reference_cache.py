@@ -1,8 +1,11 @@
 """The reference worker's sets on the device: bounded by count and by bytes, the set in use always
-kept, an evicted set regenerated identically from its seed, and a device that runs out of memory
-retried once with the cache emptied."""
+kept, every set of the latest fresh pass kept for its comparison, an evicted set regenerated
+identically from its seed, and a device that runs out of memory retried once with the cache
+emptied."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -66,3 +69,19 @@ def test_out_of_memory_is_retried_once_with_the_cache_emptied():
 
     assert worker._on_device(make, keep_seed=2) == "made"
     assert calls == [2, 1] and list(worker.inputs) == [2]
+
+
+def test_the_sets_of_the_latest_pass_are_all_kept_each_made_once_and_counted_by_bytes():
+    worker = _worker(0.5)
+    worker.medium = "memfd"
+    made = []
+    get_inputs = worker.module.get_inputs
+    worker.module.get_inputs = lambda: made.append(1) or get_inputs()
+    seeds = [20, 21, 22, 23, 24, 25, 20, 21]  # a calibration goes round a few seeds
+    reply = worker.op_inputs_many({"seeds": seeds})
+    os.close(reply["_fds"][0])
+    assert len(made) == 6 and list(worker.inputs) == [20, 21, 22, 23, 24, 25]
+    assert worker._cached_bytes() == 6 * 256 * 1024 * 4
+    for seed in (30, 31, 32):  # a smaller pass: the older sets go, oldest first, down to this pass's size
+        worker.op_inputs_many({"seeds": [seed]})
+    assert list(worker.inputs) == [30, 31, 32] and worker._cached_bytes() == 3 * 256 * 1024 * 4

@@ -174,6 +174,27 @@ class PackEnds:
         return {}
 
 
+class _SizedCache(dict):
+    """Entries by seed, oldest first, with each one's bytes counted once when it is kept: a pass
+    keeps up to 256 sets on a GPU, and summing every set's tensors at each addition would cost
+    O(sets^2) per pass. Entries come and go through ``keep`` and ``drop`` only."""
+
+    def __init__(self):
+        super().__init__()
+        self.sizes: dict[int, int] = {}
+
+    def keep(self, seed: int, entry: Any, nbytes: int) -> None:
+        self[seed] = entry
+        self.sizes[seed] = nbytes
+
+    def drop(self, seed: int) -> None:
+        self.pop(seed)
+        self.sizes.pop(seed, None)
+
+    def nbytes(self) -> int:
+        return sum(self.sizes.values())
+
+
 class ReferenceWorker(PackEnds):
     """Trusted: the problem's Model, its inputs, the float64 truth, the comparison of a candidate's
     outputs with it (on the device, so only figures leave this process), baselines and roofline."""
@@ -191,8 +212,8 @@ class ReferenceWorker(PackEnds):
     IDLE_RESERVED_BYTES = 256 << 20
 
     def __init__(self):
-        self.inputs: dict[int, list[Any]] = {}
-        self.expected: dict[int, dict[str, Any]] = {}
+        self.inputs: _SizedCache = _SizedCache()  # seed -> input values
+        self.expected: _SizedCache = _SizedCache()  # seed -> outputs and truth (``_compute_expected``)
         self.pass_sets = 0  # distinct sets of the latest inputs_many, kept with the others
         self.baselines: dict[str, tuple[Callable[..., Any], list[tuple]]] = {}
         self.compiled: dict[str, Callable[..., Any]] = {}  # compiled ahead by baseline_compile
@@ -221,9 +242,7 @@ class ReferenceWorker(PackEnds):
         return int(_timing.device_memory_bytes(self.device) * self.CACHE_FRACTION)
 
     def _cached_bytes(self) -> int:
-        expected = sum(_timing.set_bytes([*e["outputs"], *e["dtype_outputs"]]) if e["outputs"] is not e["dtype_outputs"]
-                       else _timing.set_bytes(e["outputs"]) for e in self.expected.values())
-        return expected + sum(_timing.set_bytes(v) for v in self.inputs.values())
+        return self.inputs.nbytes() + self.expected.nbytes()
 
     def _evict(self, keep_seed: int) -> None:
         """Oldest first, never ``keep_seed``: until within KEEP_SETS (inputs: or the latest pass's
@@ -231,8 +250,7 @@ class ReferenceWorker(PackEnds):
         budget = self._cache_budget()
         for cache, most in ((self.expected, self.KEEP_SETS), (self.inputs, max(self.KEEP_SETS, self.pass_sets))):
             while len(cache) > most or (len(cache) > 1 and self._cached_bytes() > budget):
-                oldest = next(seed for seed in cache if seed != keep_seed)
-                cache.pop(oldest)
+                cache.drop(next(seed for seed in cache if seed != keep_seed))
         self._return_free_memory()
 
     def _return_free_memory(self) -> None:
@@ -251,8 +269,9 @@ class ReferenceWorker(PackEnds):
         try:
             return make()
         except torch.OutOfMemoryError:
-            self.expected = {s: e for s, e in self.expected.items() if s == keep_seed}
-            self.inputs = {s: v for s, v in self.inputs.items() if s == keep_seed}
+            for cache in (self.expected, self.inputs):
+                for seed in [s for s in cache if s != keep_seed]:
+                    cache.drop(seed)
             self.baselines.clear()
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -268,7 +287,8 @@ class ReferenceWorker(PackEnds):
                     values = list(self.module.get_inputs())
                 return to_device(values, self.device)
 
-            self.inputs[seed] = self._on_device(make, seed)
+            values = self._on_device(make, seed)
+            self.inputs.keep(seed, values, _timing.set_bytes(values))
             self._evict(seed)
         return self.inputs[seed]
 
@@ -285,7 +305,9 @@ class ReferenceWorker(PackEnds):
         if seed in self.expected:
             return self.expected[seed]
         entry = self._on_device(lambda: self._compute_expected(seed), seed)
-        self.expected[seed] = entry
+        distinct = [*entry["outputs"], *entry["dtype_outputs"]] if entry["outputs"] is not entry["dtype_outputs"] \
+            else entry["outputs"]
+        self.expected.keep(seed, entry, _timing.set_bytes(distinct))
         self._evict(seed)
         return entry
 
