@@ -7,8 +7,7 @@ acts and is measured again beside long bursts, and no flag is raised.
 
 The extra work is proportional, not fixed: load on the 2-core CPU scales the computation and the
 extra work alike, where a fixed wait did not. A 0.7 ms sleep read 1.98 ms per call once (late
-wake-ups), over the reuse check; a fixed 0.5 ms spin
-left the floor unmoved in one CI run."""
+wake-ups), over the reuse check; a fixed 0.5 ms spin left the floor unmoved in one CI run."""
 
 import time
 

@@ -189,7 +189,7 @@ class _SizedCache(dict):
 
     def drop(self, seed: int) -> None:
         self.pop(seed)
-        self.sizes.pop(seed, None)
+        self.sizes.pop(seed)
 
     def nbytes(self) -> int:
         return sum(self.sizes.values())
@@ -396,8 +396,9 @@ class ReferenceWorker(PackEnds):
         """The input sets of several seeds in one pack, set after set (``per_set`` values each): the
         values of a fresh pass, which travel with the request that times it."""
         seeds = [int(seed) for seed in msg["seeds"]]
-        self.pass_sets = len(set(seeds))
-        made = {seed: self._inputs(seed) for seed in dict.fromkeys(seeds)}  # a seed repeated is made once
+        distinct = list(dict.fromkeys(seeds))  # a seed repeated is made once
+        self.pass_sets = len(distinct)
+        made = {seed: self._inputs(seed) for seed in distinct}
         values = [v for seed in seeds for v in made[seed]]
         fd, layout = write_pack(values, "inputs", self.medium, self.device)
         return {"layout": layout.to_message(), "per_set": len(values) // max(len(msg["seeds"]), 1), "fds": 1,
