@@ -129,9 +129,13 @@ def test_passes_slow_every_time_floor_the_time_by_the_fastest_set(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_honest_candidate_slow_on_new_values_is_floored_with_no_flag(tmp_path):
+def test_an_honest_candidate_slow_on_new_values_is_held_above_its_long_burst_with_no_flag(tmp_path):
     """A real evaluation whose passes over never-seen values are slow (honest_slow_on_new_values.py):
-    the floor acts, is measured again, and holds the time; the candidate is ok with no flag."""
+    a check that judges calls on values the candidate has not met holds the time above its long
+    burst, and the candidate is ok with no flag. Usually the floor of the passes with every call
+    judged; where the burst whose calls are judged at random (drawn afresh each evaluation) happened
+    to read slower still, that burst already held the time above the floor and the floor had nothing
+    to raise (one fresh-clone CI run: 0.3996 ms per call against 0.1013 in the long burst)."""
     from hercules.harness.evaluate import evaluate
     from hercules.problems.model import Candidate
 
@@ -142,5 +146,8 @@ def test_an_honest_candidate_slow_on_new_values_is_floored_with_no_flag(tmp_path
                        EvalOptions(device="cpu", trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache",
                                    baselines=("eager",)))
     assert verdict.status.value == "ok" and not verdict.flags, (verdict.status, verdict.error, verdict.notes)
-    assert any("passes with every call judged" in note for note in verdict.notes), verdict.notes
+    held_by = ("time floored by the passes with every call judged",
+               "time held to the burst whose calls were judged at random")
+    assert any(note.startswith(held_by) for note in verdict.notes), verdict.notes
     assert verdict.timing.bounded_by == "judged"
+    assert verdict.timing.median_ms > 1.5 * verdict.timing.wall_ms, verdict.timing
