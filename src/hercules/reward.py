@@ -106,6 +106,8 @@ def compute_reward(verdict: Verdict | None, config: RewardConfig | None = None,
         return Reward(config.incorrect_penalty, None, False, "no code")
     if verdict.status is Status.SKIPPED:
         return Reward(config.skipped_reward, None, False, "skipped: " + (verdict.error or ""))
+    if verdict.status is Status.HARNESS_ERROR:  # not the completion's doing: neither reward nor penalty
+        return Reward(config.skipped_reward, None, False, "harness error (not scored): " + (verdict.error or ""))
     if verdict.status is Status.SUSPICIOUS:
         return Reward(config.flagged_penalty, None, False, "flagged: " + ", ".join(verdict.flags))
     if verdict.status is not Status.OK:

@@ -113,6 +113,30 @@ def test_exception_in_forward_is_runtime_error(problem, options):
     assert "kernel launch failed" in verdict.error
 
 
+def test_a_guarded_fallback_whose_fast_path_works_is_ok_and_one_that_falls_back_is_named(problem, options):
+    """The pattern most LLM-written kernels use: ``try: fast(x)`` / ``except Exception: torch op``.
+    Tracing which lines ran must never fail the evaluation (once every such candidate came out
+    ``runtime_error`` from the harness's own exception); the fallback is judged by whether it ran."""
+    fast = evaluate(problem, candidate("""
+        def forward(self, x):
+            try:
+                return torch.relu(self.lin(x)).mul(2.0)
+            except Exception:
+                return torch.relu(self.lin(x)) * 2
+    """), options)
+    assert fast.status is Status.OK, fast.error
+    assert fast.flags == ()
+    fell_back = evaluate(problem, candidate("""
+        def forward(self, x):
+            try:
+                return torch.ops.no_such_namespace.fast_relu(x)
+            except Exception:
+                return torch.relu(self.lin(x)) * 2
+    """), options)
+    assert fell_back.status is Status.SUSPICIOUS, fell_back.error
+    assert "reference_fallback" in fell_back.flags
+
+
 def test_hard_exit_is_crash_and_parent_goes_on(problem, options):
     verdict = evaluate(problem, candidate("""
         def forward(self, x):

@@ -34,6 +34,9 @@ def test_penalties_for_incorrect_flagged_missing_code_and_skipped():
     assert flagged.value == -3.0 and "side_stream" in flagged.note and not flagged.scored
     assert compute_reward(None, config).value == -2.0
     assert compute_reward(verdict(Status.SKIPPED), config).value == 0.5
+    # Hercules' own failure is no evidence against the completion: not penalised, not scored.
+    harness = compute_reward(verdict(Status.HARNESS_ERROR), config)
+    assert harness.value == 0.5 and not harness.scored and "harness error" in harness.note
 
 
 def test_clipping_bypassed_by_penalties_and_missing_baseline_is_1x():

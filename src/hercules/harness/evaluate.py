@@ -24,6 +24,7 @@ import secrets
 import statistics
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -349,6 +350,7 @@ def start_candidate_worker(log_path: Path, plan: build_mod.BuildPlan, private: P
 
 FRESH_OUTPUTS_WRONG = "outputs of calls on fresh values in the timing buffers are wrong"
 TIMED_OUTPUTS_WRONG = "outputs of the timed calls are wrong (judged against the refreshed values)"
+HARNESS_TRACEBACK = "harness_error.txt"
 DRAWN_OUTPUTS_WRONG = "outputs of calls of a timed burst, drawn after it ended, are wrong (calls skipped or results reused?)"
 
 
@@ -502,6 +504,15 @@ class _Evaluation:
             return _Abort(Status.RUNTIME_ERROR, detail, Cause.EXTERNAL_KILL if exc.external else Cause.REFERENCE)
         return _Abort(Status.CRASH, detail, Cause.EXTERNAL_KILL if exc.external else Cause.CANDIDATE_CRASH)
 
+    def _harness_fault(self, error: str, trace: str, where: str) -> _Abort:
+        """Hercules' own code failed: the verdict says so (never the candidate's status) and the
+        traceback is kept in the run folder for whoever fixes it."""
+        path = self.workdir / HARNESS_TRACEBACK
+        with contextlib.suppress(OSError), path.open("a") as out:
+            out.write(f"--- {where}: {error}\n{trace}\n")
+        return _Abort(Status.HARNESS_ERROR, f"harness error in the {where} process: {error} "
+                      f"(traceback: {HARNESS_TRACEBACK} in the run folder)", Cause.HARNESS)
+
     def _too_big_for_the_sandbox(self, worker: Worker) -> str | None:
         """Why the problem itself does not fit the host memory bound the candidate's sandbox broke,
         with its sizes; None when it should have fitted (then the breach is the candidate's)."""
@@ -541,6 +552,8 @@ class _Evaluation:
             kind = reply.get("kind")
             if kind == "device_missing":
                 raise _Abort(Status.SKIPPED, f"{what}: {error}", Cause.DEVICE_MISSING)
+            if kind == "harness":
+                raise self._harness_fault(f"{what}: {error}", str(reply.get("traceback") or ""), role)
             if _is_oom(error):
                 sizes = f" (inputs: {', '.join(self.input_shapes)})" if getattr(self, "input_shapes", None) else ""
                 status = Status.CRASH if role == "candidate" else Status.RUNTIME_ERROR
@@ -624,7 +637,9 @@ class _Evaluation:
                         self.workdir / "build.log", plan, private, self.device, self.options,
                         hidden=(self.workdir.parent, self.workdir))
                 self._run(scan, plan, stages)
-            except _Abort as abort:
+            except Exception as exc:  # noqa: BLE001 - the parent's own fault, reported as such
+                abort = exc if isinstance(exc, _Abort) else self._harness_fault(
+                    f"{type(exc).__name__}: {exc}"[:2000], traceback.format_exc()[-4000:], "evaluating")
                 failure = abort.failure
                 if stages["build"] is None:
                     log = self.workers["candidate"].log_tail() if "candidate" in self.workers else ""

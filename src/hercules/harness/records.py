@@ -23,6 +23,9 @@ class Status(str, enum.Enum):
     SUSPICIOUS = "suspicious"  # outputs are correct, but an anti-hacking check raised a flag
     OK = "ok"
     SKIPPED = "skipped"  # the candidate needs a device that is not present
+    # Hercules' own code failed (a bug or a limit of the harness): says nothing of the candidate,
+    # and batch scores leave such rows out (and say how many).
+    HARNESS_ERROR = "harness_error"
 
 
 class Cause(str, enum.Enum):
@@ -39,6 +42,7 @@ class Cause(str, enum.Enum):
     PROTOCOL = "protocol"  # a reply that is malformed or forged
     DEVICE_MISSING = "device_missing"  # the candidate needs a device that is not present
     REFERENCE = "reference"  # the trusted side failed (the problem's own code)
+    HARNESS = "harness"  # Hercules' own code raised (traceback kept in the run folder as harness_error.txt)
 
 
 class Flag(str, enum.Enum):

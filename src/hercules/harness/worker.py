@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 # Bound before any candidate import (see timing.py): the harness keeps its own references.
+from hercules.harness import blame
 from hercules.harness import timing as _timing
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, relative_error
 from hercules.harness.datapath import (PackError, PackLayout, PackWriter, fill_pack, open_pack, read_pack, receive_fds,
@@ -69,7 +70,7 @@ def load_module(code: str, path: Path, module_name: str):
 def load_module_from_memory(code: str, module_name: str):
     """The problem never touches the disk, so no candidate can find and read it there."""
     module = types.ModuleType(module_name)
-    module.__file__ = f"<{module_name}>"
+    module.__file__ = f"<{module_name}>"  # PROBLEM_FILE for the problem: its frames carry this name
     sys.modules[module_name] = module
     exec(compile(code, module.__file__, "exec"), module.__dict__)
     return module
@@ -195,6 +196,10 @@ class _SizedCache(dict):
         return sum(self.sizes.values())
 
 
+PROBLEM_MODULE = "hercules_problem"
+PROBLEM_FILE = f"<{PROBLEM_MODULE}>"
+
+
 class ReferenceWorker(PackEnds):
     """Trusted: the problem's Model, its inputs, the float64 truth, the comparison of a candidate's
     outputs with it (on the device, so only figures leave this process), baselines and roofline."""
@@ -218,11 +223,18 @@ class ReferenceWorker(PackEnds):
         self.baselines: dict[str, tuple[Callable[..., Any], list[tuple]]] = {}
         self.compiled: dict[str, Callable[..., Any]] = {}  # compiled ahead by baseline_compile
 
+    # Requests that run the problem's code and little else: whatever they raise is the problem's.
+    FOREIGN_OPS = frozenset({"setup"})
+
+    def foreign_code(self) -> blame.ForeignCode:
+        return blame.ForeignCode(files=frozenset({PROBLEM_FILE}),
+                                 objects=(getattr(self, "model", None), getattr(self, "model64", None)))
+
     def op_setup(self, msg):
         self.device = use_device(msg["device"])
         self.dtype = getattr(torch, msg["dtype"])
         self.tol = Tolerance(**msg["tolerance"])
-        self.module = load_module_from_memory(msg["code"], "hercules_problem")
+        self.module = load_module_from_memory(msg["code"], PROBLEM_MODULE)
         self.code = msg["code"]
         torch.manual_seed(msg["init_seed"])
         self.init_inputs = list(self.module.get_init_inputs())
@@ -620,6 +632,14 @@ class CandidateWorker(PackEnds):
         self.executed: set[int] | None = None  # the candidate file's executed lines, when traced
         self.outputs_reused = False  # two calls hand back the same buffers (found after timing)
 
+    # Requests that run the candidate's code and little else: whatever they raise is the candidate's.
+    FOREIGN_OPS = frozenset({"import", "build"})
+
+    def foreign_code(self) -> blame.ForeignCode:
+        path = getattr(self, "path", None)
+        return blame.ForeignCode(files=frozenset({str(path)} if path else ()),
+                                 objects=(getattr(self, "model", None),))
+
     def _warm_up_runtime(self, compiler: bool = True) -> None:
         # Lazy initialisation inside torch (CUDA context, cuBLAS handles, extension loader) must
         # happen before the snapshot so that it is not mistaken for tampering.
@@ -715,7 +735,7 @@ class CandidateWorker(PackEnds):
         del blocks
 
     def _lines(self) -> list[int]:
-        return sorted(self.executed.lines) if self.executed is not None else []
+        return sorted(self.executed) if self.executed is not None else []
 
     def op_run(self, msg):
         if msg.get("first"):  # the checks start (again): the timing buffers are this round's trials
@@ -1049,7 +1069,10 @@ def serve(role: str, conn: Connection) -> None:
         except BaseException as exc:  # the verdict decides what an exception means
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            reply = {"ok": False, "kind": classify_exception(exc),
+            kind = classify_exception(exc)
+            if kind == "error" and blame.owner(exc, handler.foreign_code(), op in handler.FOREIGN_OPS) == blame.HARNESS:
+                kind = "harness"  # Hercules' own code raised: never the candidate's (or problem's) verdict
+            reply = {"ok": False, "kind": kind,
                      "error": f"{type(exc).__name__}: {exc}"[:2000],
                      "traceback": traceback.format_exc()[-4000:]}
             traceback.print_exc()

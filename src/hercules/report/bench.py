@@ -57,8 +57,9 @@ def as_rows(rows: Sequence[BenchRow]) -> list[Row]:
 
 
 def scored(table: Sequence[Row]) -> list[Row]:
-    """Rows that count in rates: a candidate skipped for want of a device was not evaluated."""
-    return [row for row in table if row[3].status is not Status.SKIPPED]
+    """Rows that count in rates: a candidate skipped for want of a device was not evaluated, and a
+    harness error says nothing of its candidate (the summary counts those rows apart)."""
+    return [row for row in table if row[3].status not in (Status.SKIPPED, Status.HARNESS_ERROR)]
 
 
 def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
@@ -74,7 +75,9 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
     data = {
         "run_dir": str(run_dir),
         "evaluations": summary.n_rows,
-        "skipped": len(table) - summary.n_rows,
+        "skipped": sum(1 for row in table if row[3].status is Status.SKIPPED),
+        # Rows where Hercules' own code failed: out of every rate and speedup above, counted here.
+        "harness_errors": sum(1 for row in table if row[3].status is Status.HARNESS_ERROR),
         "ok": summary.n_ok,
         "correctness_rate": summary.correctness_rate,
         "correct_outputs": {"strict": summary.correctness.strict_rate,

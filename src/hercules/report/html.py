@@ -40,6 +40,7 @@ STATUS_COLOURS: dict[str, str] = {
     Status.TIMEOUT.value: "#5d4037",
     Status.BUILD_ERROR.value: "#6d4c41",
     Status.SKIPPED.value: "#757575",
+    Status.HARNESS_ERROR.value: "#37474f",
 }
 
 # One marker per level in the SOL scatter (colour is the status); levels beyond these reuse them.

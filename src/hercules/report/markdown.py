@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hercules.harness.records import Status
 from hercules.report import formatting as fmt
 from hercules.report.stats import LevelSummary, Row, Summary, has_levels, rows_of_level, sort_rows
 
@@ -63,6 +64,8 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
         ["metric", "value"],
         [
             ["candidates", summary.n_rows],
+            ["left out: harness errors (Hercules' own fault, not the candidates')",
+             sum(1 for row in rows if row[3].status is Status.HARNESS_ERROR)],
             ["correct (status ok)", summary.n_ok],
             ["correctness rate", fmt.rate(summary.correctness_rate)],
             ["statuses", statuses],

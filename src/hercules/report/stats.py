@@ -166,7 +166,8 @@ def ok_speedups(rows: Iterable[Row], against: Against = "eager") -> list[float]:
 
 
 # Statuses of rows that produced no output: incorrect under any tolerance.
-_NO_OUTPUT = frozenset({Status.BUILD_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.CRASH, Status.SKIPPED})
+_NO_OUTPUT = frozenset({Status.BUILD_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.CRASH, Status.SKIPPED,
+                        Status.HARNESS_ERROR})
 
 
 def kernelbench_correct(verdict: Verdict) -> bool | None:
