@@ -14,6 +14,7 @@ from hercules.cli_common import eval_options as _eval_options
 from hercules.cli_common import fail as _fail
 from hercules.compile.cli import compile_command, generate_command
 from hercules.debug.cli import debug_group
+from hercules.interrupt import exit_stopped, signal_name, stop_on_signals
 from hercules.optimize.cli import optimize_command
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 from hercules.serve.cli import serve_command
@@ -218,14 +219,26 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
                 bar.advance(evals)
                 bar.update(evals, last=f"{label}: {verdict.status.value}")
 
-        rows = run_bench(items, folder, options, build_jobs=jobs, eval_jobs=eval_jobs, pipeline=pipeline,
-                         progress=progress)
-        bar.update(builds, completed=len(items))
+        # SIGINT/SIGTERM (Ctrl-C, a time guard) stops the run within seconds: evaluations in flight
+        # are cancelled and recorded as nothing, the finished ones are reported, and a rerun with
+        # the same --run-dir evaluates the rest.
+        with stop_on_signals() as stop:
+            rows = run_bench(items, folder, options, build_jobs=jobs, eval_jobs=eval_jobs, pipeline=pipeline,
+                             progress=progress)
+            if not stop.is_set():
+                bar.update(builds, completed=len(items))
     summary = write_reports(rows, folder)
+    if stop.is_set():
+        summary["interrupted"] = {"signal": signal_name(), "finished": len(rows), "left": len(items) - len(rows)}
+        click.echo(f"hercules bench: stopped by {signal_name()}: {len(rows)} of {len(items)} evaluations finished "
+                   f"and reported; rerun with --run-dir {folder} to evaluate the other {len(items) - len(rows)}",
+                   err=True)
     if as_json:
         click.echo(json.dumps(summary))
     else:
         print_summary(console, rows, folder)
+    if stop.is_set():
+        exit_stopped()
 
 
 # The compiler's commands (hercules generate / hercules compile) live with the compiler.

@@ -9,8 +9,9 @@
 
 With ``--json`` exactly one JSON object goes to stdout; progress goes to stderr. A run resumes
 where it stopped when given the same ``--out``. SIGINT or SIGTERM stops ``run`` and ``validate``
-within seconds (builds and tests in flight killed and not recorded); ``run`` then writes a partial
-summary whose ``progress`` says what is done and what is left, and exits with status 130.
+within seconds (builds, tests and evaluation workers in flight killed and not recorded); ``run``
+then writes a partial summary whose ``progress`` says what is done and what is left, and exits
+with status 130 (SIGINT) or 143 (SIGTERM).
 
 ``run`` first reproduces every instance (``reproduce``: the broken file and the reference through
 the instance's own commands, cached per instance and toolchain) and scores pass@k over the
@@ -23,7 +24,6 @@ runs every attempt.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ from pathlib import Path
 import click
 
 from hercules.debug.corpus import CorpusError, default_corpus_dir, load_corpus
-from hercules.debug.interrupt import stop_on_signals
+from hercules.debug.interrupt import exit_stopped, stop_on_signals
 
 
 def _corpus_option(f):
@@ -346,12 +346,8 @@ def progress_text(progress: dict) -> str:
 
 
 def _exit_stopped() -> None:
-    """Leave at once after a stop (exit status 130, as for SIGINT): a thread still waiting on work
-    that cannot be interrupted (an evaluation worker) must not hold the exit; what it would finish
-    is not needed, and every file the run keeps was written whole (atomically)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(130)
+    """Leave at once after a stop (130 for SIGINT, 143 for SIGTERM): see ``interrupt.exit_stopped``."""
+    exit_stopped()
 
 
 @debug_group.command("report")

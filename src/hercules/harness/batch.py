@@ -4,6 +4,11 @@ Layout (SWE-bench style): ``RUN_DIR/<problem>/<candidate>/`` holds ``candidate.p
 ``build.log``, ``reference.log`` and ``verdict.json``; a rerun skips every pair whose verdict file
 exists, so a killed run loses at most the evaluations in flight. Every verdict also goes into
 ``RUN_DIR/results.sqlite``.
+
+A run stopped by SIGINT/SIGTERM (``hercules.interrupt``) starts nothing new, has its workers
+killed, and drops the evaluations that were in flight: their verdict files are set aside as
+``verdict_interrupted.json`` and nothing of them reaches the store, so a rerun evaluates them
+again instead of resuming a crash the stop caused. ``run_bench`` then returns the rows finished.
 """
 
 from __future__ import annotations
@@ -13,16 +18,11 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import (
-    FIRST_COMPLETED,
-    Future,
-    ThreadPoolExecutor,
-    as_completed,
-    wait,
-)
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hercules import interrupt
 from hercules.harness import build as build_mod
 from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device, start_candidate_worker
@@ -66,8 +66,10 @@ def build_one(item: BenchItem, options: EvalOptions) -> str | None:
 
     Importing the candidate module is what triggers its load_inline / load calls; the later
     evaluation finds the built module in the cache and only loads it. Nothing to build (Python,
-    Triton, already cached, no device for it): None at once.
+    Triton, already cached, no device for it): None at once. A stopped run builds nothing.
     """
+    if interrupt.STOP.is_set():
+        return None
     device = resolve_device(options.device)
     plan = build_mod.plan_build(item.candidate.code, device, options.cache_dir, build_mod.gpu_arch(device))
     if plan.language not in ("cuda", "cpp") or plan.cached or build_mod.needs_missing_device(plan.language, device):
@@ -87,6 +89,8 @@ def build_one(item: BenchItem, options: EvalOptions) -> str | None:
             error = str(exc)
         finally:
             worker.close()
+    if interrupt.abandoned():  # the stop killed the build: not a build error of the candidate
+        return None
     # Wall time of the whole build (worker start, import, compile); kept for throughput reports.
     record = {"seconds": time.perf_counter() - started, "error": error, "cache_key": plan.cache_key}
     (folder / "prebuild.json").write_text(json.dumps(record))
@@ -95,12 +99,11 @@ def build_one(item: BenchItem, options: EvalOptions) -> str | None:
 
 def prebuild(items: Sequence[BenchItem], options: EvalOptions, jobs: int,
              on_done: Callable[[BenchItem, str | None], None] | None = None) -> None:
-    """Compile every candidate that builds native code, in parallel, into the content-keyed cache."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(build_one, item, options): item for item in items}
-        for future in as_completed(futures):
-            if on_done:
-                on_done(futures[future], future.result())
+    """Compile every candidate that builds native code, in parallel, into the content-keyed cache.
+    A stop ends it at once: builds not started are skipped, the ones running are killed."""
+    for index, error in interrupt.map_until_stopped(lambda item: build_one(item, options), items, jobs):
+        if on_done and not interrupt.STOP.is_set():
+            on_done(items[index], error)
 
 
 def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *, build_jobs: int | None = None,
@@ -139,13 +142,27 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
 
     def one(item: BenchItem) -> BenchRow | None:
-        verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=item_dir(run_dir, item)),
-                           gpu_lock=gpu_lock)
+        if interrupt.STOP.is_set():
+            return None
+        folder = item_dir(run_dir, item)
+        try:
+            verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=folder),
+                               gpu_lock=gpu_lock)
+        except Exception:
+            if interrupt.STOP.is_set():  # the stop killed a trusted worker under it
+                _set_aside(folder, "verdict_interrupted.json")
+                return None
+            raise
+        if interrupt.abandoned(verdict):
+            # Cancelled, not judged: the stop killed its workers (or a terminal's Ctrl-C reached
+            # them with this process). Kept for a look, out of the way of a resumed run.
+            _set_aside(folder, "verdict_interrupted.json")
+            return None
         if jobs > 1 and verdict.cause is Cause.OUT_OF_MEMORY:
             # Out of device memory beside other evaluations (KernelBench 36_RMSNorm_'s reference,
             # 14 GiB asked with 12 free beside two others on the H200): judged again alone, once
             # the others are done. Its verdict file is set aside so that a resumed run does so too.
-            _set_aside(item_dir(run_dir, item))
+            _set_aside(folder, "verdict_beside_others.json")
             alone.append(item)
             return None
         _record(store, run_id, item, verdict)
@@ -160,49 +177,70 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         if progress:
             progress("evaluated", row.item, row.verdict)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        if pipeline:
-            # Leave cores to the evaluations in flight: their workers issue the timed launches.
-            builders = build_jobs or max(1, cpus - 2 * jobs)
-            with ThreadPoolExecutor(max_workers=builders) as build_pool:
-                building = {build_pool.submit(build_one, item, build_options): item for item in pending}
-                evaluating: set[Future] = set()
-                while building or evaluating:
-                    done, _ = wait(set(building) | evaluating, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        if future in building:
-                            future.result()  # a failed build is the evaluation's to report, with its log
-                            item = building.pop(future)
-                            built(item)
-                            evaluating.add(pool.submit(one, item))
-                        else:
-                            evaluating.discard(future)
-                            if (row := future.result()) is not None:
-                                finished(row)
-        else:
-            prebuild(pending, build_options, build_jobs or cpus, on_done=lambda item, _err: built(item))
-            for future in as_completed([pool.submit(one, item) for item in pending]):
-                if (row := future.result()) is not None:
-                    finished(row)
+    if pipeline:
+        _pipelined(pending, build_options, build_jobs or max(1, cpus - 2 * jobs), jobs, one, built, finished)
+    else:
+        prebuild(pending, build_options, build_jobs or cpus, on_done=lambda item, _err: built(item))
+        for _index, row in interrupt.map_until_stopped(one, pending, jobs):
+            if row is not None:
+                finished(row)
     for item in alone:
+        if interrupt.STOP.is_set():
+            break
         folder = item_dir(run_dir, item)
         verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=folder), gpu_lock=gpu_lock)
+        if interrupt.abandoned(verdict):
+            _set_aside(folder, "verdict_interrupted.json")
+            break
         verdict = replace(verdict, notes=verdict.notes + (
             f"evaluated alone: out of device memory beside {jobs - 1} other evaluation(s) at first",))
         write_text_atomic(folder / "verdict.json", json.dumps(verdict.to_json(), indent=1))
         _record(store, run_id, item, verdict)
         finished(BenchRow(item, verdict, resumed=False))
-    store.finish_run(run_id)
+    if not interrupt.STOP.is_set():  # a stopped run stays unfinished in the store
+        store.finish_run(run_id)
     store.close()
     order = {id(item): i for i, item in enumerate(items)}
     rows.sort(key=lambda r: order.get(id(r.item), 0))
     return rows
 
 
-def _set_aside(folder: Path) -> None:
+def _pipelined(pending: Sequence[BenchItem], build_options: EvalOptions, builders: int, jobs: int,
+               one: Callable[[BenchItem], BenchRow | None], built: Callable[[BenchItem], None],
+               finished: Callable[[BenchRow], None]) -> None:
+    """Each evaluation starts as soon as its own build is done. A stop starts nothing new and
+    leaves the pools without waiting on them (their workers are killed; late results dropped)."""
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    build_pool = ThreadPoolExecutor(max_workers=builders)
+    try:
+        building = {build_pool.submit(build_one, item, build_options): item for item in pending}
+        evaluating: set[Future] = set()
+        while (building or evaluating) and not interrupt.STOP.is_set():
+            done, _ = wait(set(building) | evaluating, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                if interrupt.STOP.is_set():
+                    break
+                if future in building:
+                    future.result()  # a failed build is the evaluation's to report, with its log
+                    item = building.pop(future)
+                    built(item)
+                    evaluating.add(pool.submit(one, item))
+                else:
+                    evaluating.discard(future)
+                    if (row := future.result()) is not None:
+                        finished(row)
+        if interrupt.STOP.is_set():  # let the killed evaluations set their verdict files aside
+            wait(evaluating, timeout=5.0)
+    finally:
+        stopped = interrupt.STOP.is_set()
+        build_pool.shutdown(wait=not stopped, cancel_futures=True)
+        pool.shutdown(wait=not stopped, cancel_futures=True)
+
+
+def _set_aside(folder: Path, name: str) -> None:
     verdict = folder / "verdict.json"
     if verdict.exists():
-        verdict.replace(folder / "verdict_beside_others.json")
+        verdict.replace(folder / name)
 
 
 def _record(store: ResultStore, run_id: int, item: BenchItem, verdict: Verdict) -> None:
