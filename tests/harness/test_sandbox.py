@@ -706,3 +706,23 @@ def test_memory_no_process_maps_counts_against_the_bound_where_a_memory_cgroup_e
         box.kill()
     assert box.breach and "host memory" in box.breach, box.breach
     assert p.returncode == -signal.SIGKILL
+
+
+def test_the_file_size_limit_admits_any_file_the_memory_bound_admits():
+    """The harness's largest file is a memory file of a burst's outputs: a file-size limit below the
+    memory bound fails honest problems with large outputs in the harness's own packing."""
+    limits = SandboxLimits.default()
+    assert limits.file_size_bytes >= limits.memory_bytes
+
+
+def test_an_error_from_a_limit_names_the_limit_and_its_value():
+    import errno
+    import resource
+
+    from hercules.harness.worker import _limit_hit
+
+    said = _limit_hit(OSError(errno.EFBIG, "File too large"))
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    assert "RLIMIT_FSIZE" in said
+    assert ("unlimited" in said) if soft == resource.RLIM_INFINITY else (f"{soft / 2**30:.1f} GiB" in said)
+    assert _limit_hit(ValueError("unrelated")) == ""

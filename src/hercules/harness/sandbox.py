@@ -135,7 +135,11 @@ class SandboxLimits:
         override = os.environ.get("HERCULES_SANDBOX_MEMORY_GB")  # an operator's tighter (or looser) bound
         if override:
             memory = int(float(override) * _GIB)
-        return cls(memory_bytes=memory, processes=512, open_files=4096, file_size_bytes=8 * _GIB)
+        # The largest file the harness has the worker write is a memory file of outputs (a burst's
+        # every call's): bounded by the memory bound anyway. A fixed 8 GiB was below the outputs of
+        # two calls of KernelBench 7_Matmul_with_small_K_dimension (4.3 GB each), whose honest
+        # reference then failed with EFBIG in the harness's own packing.
+        return cls(memory_bytes=memory, processes=512, open_files=4096, file_size_bytes=max(8 * _GIB, memory))
 
 
 @dataclass(frozen=True)

@@ -1073,7 +1073,7 @@ def serve(role: str, conn: Connection) -> None:
             if kind == "error" and blame.owner(exc, handler.foreign_code(), op in handler.FOREIGN_OPS) == blame.HARNESS:
                 kind = "harness"  # Hercules' own code raised: never the candidate's (or problem's) verdict
             reply = {"ok": False, "kind": kind,
-                     "error": f"{type(exc).__name__}: {exc}"[:2000],
+                     "error": (f"{type(exc).__name__}: {exc}" + _limit_hit(exc))[:2000],
                      "traceback": traceback.format_exc()[-4000:]}
             traceback.print_exc()
         finally:
@@ -1092,6 +1092,21 @@ def serve(role: str, conn: Connection) -> None:
             send_fds(conn.fileno(), fds)
             for fd in fds:
                 os.close(fd)
+
+
+def _limit_hit(exc: BaseException) -> str:
+    """Which of this process's limits an error ran into, with its value (empty: none known)."""
+    import errno
+    import resource
+
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        bound = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft / 2**30:.1f} GiB"
+        return f" (the sandbox's file-size limit, RLIMIT_FSIZE, is {bound})"
+    if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return f" (the sandbox's open-file limit, RLIMIT_NOFILE, is {soft})"
+    return ""
 
 
 def _die_with_parent() -> None:
