@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,10 +57,12 @@ def _lines(stream, into: queue.Queue) -> None:
     into.put(None)
 
 
-def _interrupted_bench(tmp_path: Path, signum: int, to_group: bool) -> tuple[int, float, str, str]:
-    """Start a bench, wait for its first finished evaluation (the next one is then in flight), send
-    ``signum``; the exit status, seconds from the signal to the exit, stdout and stderr."""
-    proc = subprocess.Popen(_bench_args(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def _interrupted(args: list[str], ready: Callable[[str], bool], signum: int,
+                 to_group: bool = True) -> tuple[int, float, str, str]:
+    """Start a command in its own process group, wait for a line of its stderr that ``ready``
+    accepts (its first finished evaluation: the next one is then in flight), send ``signum``; the
+    exit status, seconds from the signal to the exit, stdout and stderr."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=_env(), start_new_session=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
@@ -69,9 +72,9 @@ def _interrupted_bench(tmp_path: Path, signum: int, to_group: bool) -> tuple[int
         while time.monotonic() < deadline:
             line = lines.get(timeout=deadline - time.monotonic())
             if line is None:
-                pytest.fail("bench ended before any evaluation finished:\n" + "".join(seen))
+                pytest.fail("the command ended before any evaluation finished:\n" + "".join(seen))
             seen.append(line)
-            if line.startswith("evaluated"):
+            if ready(line):
                 break
         time.sleep(0.5)  # the next evaluation's workers are starting or running
         sent = time.monotonic()
@@ -102,7 +105,8 @@ def _verdict_files(run_dir: Path) -> list[dict]:
 
 @pytest.mark.parametrize("signum,code,to_group", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)])
 def test_a_stopped_bench_keeps_what_finished_and_a_rerun_finishes_every_row(tmp_path, signum, code, to_group):
-    returncode, took, stdout, stderr = _interrupted_bench(tmp_path, signum, to_group)
+    returncode, took, stdout, stderr = _interrupted(_bench_args(tmp_path), lambda line: line.startswith("evaluated"),
+                                                    signum, to_group)
     assert returncode == code, stderr
     assert took < STOP_WITHIN_S, f"{took:.1f} s from the signal to the exit"
     run_dir = tmp_path / "run"
@@ -143,3 +147,34 @@ def test_a_worker_killed_by_sigint_is_dropped_only_when_the_run_itself_stops():
         assert interrupt.abandoned(killed)
     finally:
         interrupt.STOP.clear()
+
+
+def _optimize_args(tmp_path: Path) -> list[str]:
+    """``optimize`` replaying three recorded programs, one per round (no model server needed)."""
+    programs = tmp_path / "programs" / "scale_relu"
+    if not programs.is_dir():
+        programs.mkdir(parents=True)
+        for i, name in enumerate(NAMES):  # distinct code: identical code would reuse one verdict
+            (programs / f"{i}_{name}.py").write_text(f"# program {name}\n" + CANDIDATE)
+    return [sys.executable, "-m", "hercules.cli", "optimize", "--problem", str(FIXTURES / "scale_relu.py"),
+            "--backend", "replay", "--replay", str(tmp_path / "programs"), "--rounds", "3", "--samples", "1",
+            "--device", "cpu", "--baselines", "eager", "--trials", "1", "--budget", "0.05",
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "opt"), "--json"]
+
+
+def test_a_stopped_optimize_keeps_finished_variants_and_a_rerun_resumes(tmp_path):
+    returncode, took, stdout, stderr = _interrupted(_optimize_args(tmp_path), lambda line: "/r1s0: " in line,
+                                                    signal.SIGINT)
+    assert returncode == 130, stderr
+    assert took < STOP_WITHIN_S, f"{took:.1f} s from the signal to the exit"
+    assert json.loads(stdout)["interrupted"]["signal"] == "SIGINT"
+    with sqlite3.connect(tmp_path / "opt" / "optimize.sqlite") as db:
+        stored = [row[0] for row in db.execute("SELECT status FROM variants WHERE origin = 'replay'")]
+    assert stored and len(stored) < len(NAMES) and set(stored) <= {"ok", "suspicious"}, stored
+
+    rerun = subprocess.run(_optimize_args(tmp_path), capture_output=True, text=True, cwd=ROOT, env=_env(),
+                           timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "opt" / "optimize.sqlite") as db:
+        stored = [row[0] for row in db.execute("SELECT status FROM variants WHERE origin = 'replay'")]
+    assert len(stored) == len(NAMES) and set(stored) <= {"ok", "suspicious"}, stored

@@ -19,12 +19,13 @@ handing out work and return the results finished so far.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -216,3 +217,29 @@ def map_until_stopped(fn: Callable[[T], R], items: Sequence[T], jobs: int,
                 yield futures[future], value
     finally:
         pool.shutdown(wait=not STOP.is_set(), cancel_futures=True)
+
+
+def run_until_stopped(coro: Coroutine[object, object, R], poll_s: float = 0.1) -> R | None:
+    """Run ``coro`` on a fresh event loop until it finishes or ``STOP`` is set; on a stop it is
+    cancelled (every await in it ends at once, so nothing in flight is recorded) and None comes
+    back without waiting for the loop's threads (model calls, evaluations being killed): the
+    caller reports what finished and leaves with ``exit_stopped``."""
+
+    async def guarded() -> R | None:
+        task = asyncio.ensure_future(coro)
+        while not task.done():
+            if STOP.is_set():
+                task.cancel()
+                await asyncio.wait([task], timeout=5.0)
+                return None
+            await asyncio.wait([task], timeout=poll_s)
+        return task.result()
+
+    loop = asyncio.new_event_loop()
+    try:
+        result = loop.run_until_complete(guarded())
+        if not STOP.is_set():
+            loop.run_until_complete(loop.shutdown_default_executor())
+        return result
+    finally:
+        loop.close()  # its default executor shut down without waiting

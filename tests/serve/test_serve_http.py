@@ -50,7 +50,7 @@ def test_batch_answers_in_order(server, problem_code):
 @pytest.mark.parametrize("payload, message", [
     ({"problem": "no_such_problem", "candidate": "x"}, "unknown built-in problem"),
     ({"problem": "class Model: pass\n"}, "missing get_inputs"),
-    ({"problem": "mish_fp32"}, "give 'candidate'"),
+    ({"problem": "mish_fp32"}, "missing field 'candidate'"),
     ({"problem": "mish_fp32", "candidate": "x", "options": {"device": "cuda"}}, "not settable"),
     ({"problem": "mish_fp32", "candidate": "x", "options": {"baselines": "eager"}}, "must be a list of names"),
     ({"problem": "mish_fp32", "candidate": "x", "options": {"baselines": ["eagre"]}}, "unknown baselines eagre"),

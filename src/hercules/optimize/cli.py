@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
@@ -11,6 +10,7 @@ import click
 
 from hercules.cli_common import eval_options
 from hercules.cli_common import fail as _fail
+from hercules.interrupt import exit_stopped, run_until_stopped, signal_name, stop_on_signals
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 
 
@@ -184,25 +184,57 @@ def _run(problems, seeds, backend, options, budget, run_dir, ray_address, worker
         executor = make_executor(ray_address=ray_address, device=options.device, workers=workers)
     except (RuntimeError, ValueError) as exc:
         _fail(str(exc))
-    try:
-        with console.status("measuring the device for the prompt's hardware facts"):
-            # where the evaluations run: on a cluster that is a GPU actor, not this (driver) process
-            hardware = executor.run_on_device(hardware_facts, options.cache_dir)
-        meta = {"backend": backend.name if backend.name != "replay" else backend.label,
-                "model": getattr(getattr(backend, "client", None), "model", None), "device": hardware.name,
-                "objective": loop_args["objective"], "rounds": budget.rounds, "samples": loop_args["samples"]}
-        store.set_meta("last_invocation", meta)
-        with _progress(console, problems, budget.rounds * loop_args["samples"], seeds) as progress:
-            optimizer = Optimizer(problems, backend, executor, store, hardware, config, seeds, progress)
-            states = asyncio.run(optimizer.run())
-    finally:
-        executor.close()
+    # SIGINT/SIGTERM stops the run within seconds: the loop is cancelled where it waits (model
+    # calls, evaluations), so nothing in flight becomes a variant; the workers are killed; what
+    # finished is reported; a rerun with the same --out resumes the slots left.
+    optimizer = None
+    with stop_on_signals() as stop:
+        try:
+            with console.status("measuring the device for the prompt's hardware facts"):
+                # where the evaluations run: on a cluster that is a GPU actor, not this (driver) process
+                hardware = executor.run_on_device(hardware_facts, options.cache_dir)
+            meta = {"backend": backend.name if backend.name != "replay" else backend.label,
+                    "model": getattr(getattr(backend, "client", None), "model", None), "device": hardware.name,
+                    "objective": loop_args["objective"], "rounds": budget.rounds, "samples": loop_args["samples"]}
+            store.set_meta("last_invocation", meta)
+            with _progress(console, problems, budget.rounds * loop_args["samples"], seeds) as progress:
+                optimizer = Optimizer(problems, backend, executor, store, hardware, config, seeds, progress)
+                states = run_until_stopped(optimizer.run())
+        finally:
+            _close(executor, wait=not stop.is_set())
+        if stop.is_set() and optimizer is None:
+            click.echo(f"hercules optimize: stopped by {signal_name()} before the first round", err=True)
+            exit_stopped()
+        if stop.is_set():
+            states = optimizer.states
+            for state in states.values():
+                state.stop_reason = state.stop_reason or f"interrupted by {signal_name()} (rerun with --out to resume)"
     meta.update(tokens=optimizer.spend.tokens, eval_minutes=round(optimizer.spend.eval_seconds / 60, 2))
     summary = write_reports(run_dir, states, meta)
     store.close()
+    if stop.is_set():
+        summary["interrupted"] = {"signal": signal_name()}
+        click.echo(f"hercules optimize: stopped by {signal_name()}; finished variants kept and reported; "
+                   f"rerun with --out {run_dir} to resume", err=True)
     if not as_json:
         _print_table(Console(), summary)  # the answer goes to stdout; progress stayed on stderr
+    if stop.is_set():
+        if as_json:
+            click.echo(json.dumps(summary))
+        exit_stopped()
     return summary
+
+
+def _close(executor, wait: bool) -> None:
+    """Close the executor; after a stop, give its killed evaluations a few seconds, no more."""
+    if wait:
+        executor.close()
+        return
+    import threading
+
+    closing = threading.Thread(target=executor.close, daemon=True)
+    closing.start()
+    closing.join(5.0)
 
 
 class _progress:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from hercules.interrupt import exit_stopped, signal_name, stop_on_signals
 from hercules.reward import BASELINES, TRANSFORMS
 
 
@@ -19,9 +20,9 @@ from hercules.reward import BASELINES, TRANSFORMS
               "starts a local Ray instance.")
 @click.option("--retries", default=2, show_default=True, type=int,
               help="Re-runs of an evaluation whose worker or actor was killed under it.")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("hercules-serve.sqlite"), show_default=True, help="SQLite verdict cache (kept across "
-              "restarts).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SQLite verdict cache, kept across restarts (default: serve-verdicts.sqlite in the cache "
+                   "folder, $HERCULES_CACHE_DIR or ~/.cache/hercules; the path is printed at start).")
 @click.option("--no-cache", is_flag=True, help="Evaluate every submission, even one seen before.")
 @click.option("--queue-size", default=256, show_default=True, type=int, help="Submissions waiting at most.")
 @click.option("--admission-timeout", default=30.0, show_default=True, type=float,
@@ -72,8 +73,21 @@ def serve_command(host, port, device, workers, ray_address, retries, cache_path,
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
     names = baseline_list(baselines)
+    if cache_path is None:
+        from hercules.harness.build import default_cache_dir
+
+        cache_path = default_cache_dir() / "serve-verdicts.sqlite"
     service = build_service(executor, reward=reward, cache_path=None if no_cache else cache_path, budget_s=budget,
                             trials=trials, baselines=names, queue_size=queue_size, admission_timeout_s=admission_timeout)
     click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
                f"({executor.capacity} at once), cache {'off' if no_cache else cache_path}", err=True)
-    run_server(service, host=host, port=port, print_fn=lambda *a, **k: None)
+    # SIGINT/SIGTERM: evaluations in flight killed and answered as lost (nothing cached), exit
+    # status 130 or 143 within seconds.
+    with stop_on_signals() as stop:
+        try:
+            run_server(service, host=host, port=port, print_fn=lambda *a, **k: None)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    if stop.is_set():
+        click.echo(f"hercules serve: stopped by {signal_name()}", err=True)
+        exit_stopped()

@@ -96,7 +96,7 @@ class LaunchedServer:
     ``stop()`` sends SIGTERM (a graceful shutdown) and kills it if it lingers."""
 
     def __init__(self, args: list[str], port: int | None = None, timeout_s: float = 60.0,
-                 log_path: str | None = None):
+                 log_path: str | None = None, own_group: bool = False):
         import socket
         import subprocess
         import sys
@@ -108,7 +108,9 @@ class LaunchedServer:
         self.url = f"http://127.0.0.1:{port}"
         command = [sys.executable, "-m", "hercules.cli", "serve", *args, "--port", str(port)]
         with open(log_path, "ab") if log_path else contextlib.nullcontext(subprocess.DEVNULL) as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            # own_group: in a process group of its own, to be signalled as a terminal's Ctrl-C does
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=own_group)
         self.client = ServeClient(self.url, retries=0)
         deadline = time.monotonic() + timeout_s
         while True:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hercules import interrupt
 from hercules.executor import (
     EvalExecutor,
     EvaluationLost,
@@ -154,6 +155,9 @@ class RewardService:
         if not isinstance(item, dict):
             raise BadRequest("each submission must be a JSON object")
         merged = {**(defaults or {}), **item}
+        if merged.get("problem") is None:
+            raise BadRequest("missing field 'problem': a built-in name (GET /v1/problems), KernelBench source "
+                             "code, or {\"code\": ..., \"name\": ...}")
         problem = resolve_problem(merged.get("problem"))
         candidate, extraction = self._candidate(merged, problem)
         options = self._options(merged.get("options"))
@@ -178,7 +182,8 @@ class RewardService:
             if found.code is None:
                 return None, found.reason
             return Candidate(name=name, code=found.code, source="completion", problem=problem.name), found.reason
-        raise BadRequest("give 'candidate' (ModelNew source) or 'completion' (model output holding it)")
+        raise BadRequest("missing field 'candidate': give 'candidate' (ModelNew source) or 'completion' "
+                         "(model output holding it)")
 
     def _options(self, given: Any) -> EvalOptions:
         if given is None:
@@ -261,6 +266,11 @@ class RewardService:
                 self.metrics.count("evaluations")
                 self.metrics.count("retries", tracked.attempts - 1)
                 self.metrics.evaluated(tracked.verdict.seconds)
+                if await asyncio.to_thread(interrupt.abandoned, tracked.verdict):
+                    # The server is stopping: its workers were killed under this evaluation (or a
+                    # terminal's Ctrl-C reached them). Nothing of it is cached; the request is
+                    # answered as lost (503: try again), never with a verdict the stop caused.
+                    raise EvaluationLost("the server is stopping (interrupted); submit again")
                 if self.cache is not None and not infrastructure_failure(tracked.verdict):
                     await asyncio.to_thread(self.cache.put, sub.key, tracked.verdict)
                 job.future.set_result(tracked)
