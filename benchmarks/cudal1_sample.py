@@ -27,7 +27,8 @@ def main() -> None:
     rng = random.Random(args.seed)
     chosen = []
     for level in sorted({r["level_id"] for r in records}):
-        pool = [r for r in records if r["level_id"] == level and r.get("custom_code")
+        pool = [r for r in records if r["level_id"] == level
+                and str(r.get("custom_code") or "").strip() not in ("", "None", "null")
                 and (r["level_id"], r["task_id"]) not in taken]
         chosen += rng.sample(pool, min(args.per_level, len(pool)))
     args.out.parent.mkdir(parents=True, exist_ok=True)

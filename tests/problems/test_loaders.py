@@ -320,6 +320,7 @@ def cuda_l1_file(tmp_path) -> Path:
         _cuda_l1_record(1, 1, problem_code("x @ x"), CUSTOM, 2.75),
         _cuda_l1_record(2, 1, problem_code("x.relu()"), "", None),  # empty: no candidate
         _cuda_l1_record(3, 5, NOT_A_PROBLEM, CUSTOM, 1.5),  # invalid reference: skipped
+        _cuda_l1_record(2, 8, problem_code("x.relu()"), "None", None),  # the releases' text "None": no candidate
     ]
     lines = [json.dumps(r) for r in records]
     lines.insert(2, "")  # blank lines are ignored
@@ -335,11 +336,12 @@ def test_cuda_l1_problems_and_candidates(cuda_l1_file):
         (1, 1, "level1_task1"),
         (1, 2, "level1_task2"),
         (2, 1, "level2_task1"),
+        (2, 8, "level2_task8"),
     ]
     by_name = {p.name: p for p in loaded.problems}
     assert by_name["level1_task1"].source == f"cuda-l1:{cuda_l1_file}#2"
     assert by_name["level2_task1"].source == f"cuda-l1:{cuda_l1_file}#4"  # line numbers count blanks
-    assert [p.metadata["has_candidate"] for p in loaded.problems] == [True, False, False]
+    assert [p.metadata["has_candidate"] for p in loaded.problems] == [True, False, False, False]
 
     [cand] = loaded.candidates
     assert cand.problem == "level1_task1"
@@ -417,7 +419,7 @@ def test_problem_summary_is_json_ready(tmp_path):
 
 def test_problem_summary_reports_cuda_l1_candidates(cuda_l1_file):
     summaries = [problem_summary(p) for p in load_source(cuda_l1_file).problems]
-    assert [s["has_candidate"] for s in summaries] == [True, False, False]
+    assert [s["has_candidate"] for s in summaries] == [True, False, False, False]
     assert all(s["dtype"] == "float32" for s in summaries)
     json.dumps(summaries)  # must not raise
     assert {s["name"] for s in summaries} == {"level1_task1", "level1_task2", "level2_task1"}
