@@ -356,7 +356,7 @@ def test_cuda_l1_problems_and_candidates(cuda_l1_file):
     }
     assert len(loaded.warnings) == 2
     assert any("#5" in w and "get_inputs" in w for w in loaded.warnings)
-    assert any("#6" in w and "not JSON" in w for w in loaded.warnings)
+    assert any("#7" in w and "not JSON" in w for w in loaded.warnings)
 
 
 def test_cuda_l1_jsonl_suffix_and_missing_fields(tmp_path):
@@ -422,4 +422,4 @@ def test_problem_summary_reports_cuda_l1_candidates(cuda_l1_file):
     assert [s["has_candidate"] for s in summaries] == [True, False, False, False]
     assert all(s["dtype"] == "float32" for s in summaries)
     json.dumps(summaries)  # must not raise
-    assert {s["name"] for s in summaries} == {"level1_task1", "level1_task2", "level2_task1"}
+    assert {s["name"] for s in summaries} == {"level1_task1", "level1_task2", "level2_task1", "level2_task8"}
