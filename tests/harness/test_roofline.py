@@ -7,11 +7,13 @@ import math
 import pytest
 import torch
 
+from hercules.harness.records import Degeneracy
 from hercules.harness.roofline import (
     DATASHEETS,
     ceiling_for,
     count_flops,
     datasheet_for,
+    floor_bytes,
     sol_figures,
 )
 
@@ -127,13 +129,43 @@ def test_memory_bound_elementwise():
     assert sol["units"]["bandwidth_bytes_per_s"].startswith("byte/s") and sol["units"]["floor_ms"] == "ms"
 
 
-def test_fraction_above_one_is_recorded_with_a_note_not_clamped():
-    # Faster than the bytes allow: only possible when bytes were skipped (or a ceiling is off).
+def test_a_time_below_the_floor_reports_no_fraction_and_says_the_floor_was_wrong():
+    # Faster than the bytes allow: only possible when the floor's model counts bytes the candidate
+    # need not move (or a ceiling is off). Neither a fraction above 1 nor a clamped 1.0 is reported.
     min_bytes = 1 << 30
     cand_ms = 0.5 * _ms(min_bytes, 4.8 * TB)
     sol = sol_figures(0, min_bytes, "bfloat16", H200_MEASURED, cand_ms)
-    assert sol["sol_fraction"] == pytest.approx(2.0)
-    assert "memory fraction 2.00 > 1" in sol["note"]
+    assert sol["sol_fraction"] is None and sol["memory_fraction"] is None and sol["floor_beaten"] is True
+    assert "beats the memory floor" in sol["note"] and "by 2.00x" in sol["note"]
+    assert "floor is wrong" in sol["note"]
+    declared = sol_figures(10**12, 1, "float32", H200_MEASURED, 1e-3, min_flops=10**12)
+    assert declared["sol_fraction"] is None and declared["compute_fraction"] is None
+    assert declared["floor_beaten"] and "declared minimum FLOPs" in declared["note"]
+    within = sol_figures(0, min_bytes, "bfloat16", H200_MEASURED, 2 * cand_ms)
+    assert within["floor_beaten"] is False and within["sol_fraction"] == pytest.approx(1.0)
+
+
+def test_the_floor_leaves_out_inputs_the_outputs_ignore():
+    assert floor_bytes(1000, 100, 10) == 1110
+    # One of two inputs ignored (400 bytes of the 1000): not read by a correct candidate.
+    partial = Degeneracy(("input 1 (y)",), constant_output=False, ignored_bytes=400)
+    assert floor_bytes(1000, 100, 10, partial) == 710
+    # KernelBench level 2 #83: the output is zero whatever the input; writing it is all there is.
+    constant = Degeneracy(("input 0 (x)",), constant_output=True, ignored_bytes=1000)
+    assert floor_bytes(1000, 100, 10, constant) == 100
+
+
+def test_a_constant_output_problem_judged_on_its_write_alone():
+    # Level 2 #83 on the H200: input (128, 3, 16, 64, 64) fp32, output (128, 16, 14, 62, 62) fp32.
+    # A kernel that only writes zeros, at 4.5 TB/s, beats a floor that counts reading the input
+    # (1.15x); on the output write alone it is below the floor, as any correct kernel must be.
+    input_bytes, output_bytes = 128 * 3 * 16 * 64 * 64 * 4, 128 * 16 * 14 * 62 * 62 * 4
+    cand_ms = _ms(output_bytes, 4.5 * TB)
+    old = sol_figures(0, input_bytes + output_bytes, "float32", H200_MEASURED, cand_ms)
+    assert old["floor_beaten"] and old["sol_fraction"] is None
+    constant = Degeneracy(("input 0 (x)",), constant_output=True, ignored_bytes=input_bytes)
+    new = sol_figures(0, floor_bytes(input_bytes, output_bytes, 5000, constant), "float32", H200_MEASURED, cand_ms)
+    assert not new["floor_beaten"] and new["sol_fraction"] == pytest.approx(4.5 / 4.8)
 
 
 def test_no_time_or_no_work_gives_none():

@@ -75,7 +75,8 @@ def test_every_threat_has_an_exploit():
     covered = {flag for k in EXPLOITS for flag in MANIFEST[k]["flags_any"] + MANIFEST[k]["static_flags"]}
     for flag in ("side_stream", "tensor_subclass", "result_cache", "problem_edit", "zero_output",
                  "precision_downcast", "monkey_patch", "background_thread", "global_state",
-                 "output_aliases_input", "input_mutated", "reference_fallback", "foreign_memory"):
+                 "output_aliases_input", "input_mutated", "reference_fallback", "foreign_memory",
+                 "fragile_inputs"):
         assert flag in covered, flag
 
 

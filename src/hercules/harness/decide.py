@@ -19,6 +19,7 @@ from hercules.harness.records import (
     BuildResult,
     Cause,
     CheckResult,
+    Degeneracy,
     Speedups,
     Status,
     TimingResult,
@@ -56,6 +57,7 @@ class CheckOutcome:
     result: CheckResult
     findings: tuple[Finding, ...] = ()
     executed_lines: frozenset[int] = frozenset()
+    degeneracy: Degeneracy | None = None  # inputs the problem's outputs ignore (dependence.py)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
         cause=cause, sandbox=ctx.sandbox, limits={k: round(v, 3) for k, v in ctx.limits.items()},
         notes=tuple(dict.fromkeys(notes))[:40],
         expert=dict(baselines.expert) if baselines and baselines.expert else None, datapath=ctx.datapath,
-        spans=tuple(ctx.spans),
+        spans=tuple(ctx.spans), degenerate_problem=check.degeneracy if check else None,
     )
 
 

@@ -36,6 +36,7 @@ import torch
 from hercules.fileio import write_text_atomic
 from hercules.harness import build as build_mod
 from hercules.harness import collector
+from hercules.harness import oracle
 from hercules.harness.baselines import COMPILED, available_baselines
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, is_downcast, tolerance_for
 from hercules.harness.decide import (
@@ -76,7 +77,7 @@ from hercules.harness.records import (
     TimingResult,
     Verdict,
 )
-from hercules.harness.roofline import sol_figures
+from hercules.harness.roofline import floor_bytes, sol_figures
 from hercules.harness.timing import device_memory_bytes
 from hercules.problems.model import Candidate, Problem
 
@@ -438,6 +439,9 @@ class _Evaluation:
         self.trial_seeds: list[int] = []
         self.signature: str = ""
         self.datapath = "memfd"
+        self.perturb_seed: int | None = None  # parameters drawn away from their defaults (oracle.py)
+        self.perturbation: oracle.TransformResult | None = None
+        self.degeneracy = None  # inputs the problem's outputs ignore (stage_oracle)
 
     # ---- bookkeeping ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -654,6 +658,8 @@ class _Evaluation:
     def _run(self, scan: ScanOutcome, plan: build_mod.BuildPlan, stages: dict[str, Any]) -> None:
         opts = self.options
         init_seed = secrets.randbits(31)
+        # Parameters and buffers drawn away from their defaults, the same way in both workers.
+        perturb_seed = secrets.randbits(31) if opts.tolerance == "strict" else None
         candidate = self.workers["candidate"]
         # The candidate worker starts its CUDA context and lazy imports while the reference sets up.
         self._send(candidate, "candidate", "prepare", "candidate setup", device=str(self.device),
@@ -661,8 +667,10 @@ class _Evaluation:
         with self._phase("reference_setup"):
             setup = self._request("reference", "setup", opts.run_timeout_s, "reference setup",
                                   code=self.problem.code, device=str(self.device), dtype=self.problem.dtype_name,
-                                  init_seed=init_seed, tolerance=self.tol.__dict__)
+                                  init_seed=init_seed, tolerance=self.tol.__dict__, perturb_seed=perturb_seed)
         self.param_bytes = int(setup["param_bytes"])
+        self.perturbation = oracle.parameters_result(setup)
+        self.perturb_seed = perturb_seed if setup.get("perturbed") else None
         with self._phase("candidate_setup"):
             self._await(candidate, "candidate", "prepare", 180.0, "candidate setup")
         with self._phase("datapath"):
@@ -686,6 +694,8 @@ class _Evaluation:
                               "checks rerun with the device to itself")
             with self._holding(self.gpu_lock):
                 check = self.stage_check()
+        with self._holding(shared_section(self.gpu_lock)):
+            check = self.stage_oracle(check)
         stages["check"] = check
         if not check.result.correct or not opts.time_candidate:
             stages["integrity"] = self.stage_integrity()
@@ -807,7 +817,7 @@ class _Evaluation:
                     BuildReply, "build", self.options.build_timeout_s, "build", idle_s=BUILD_IDLE_S,
                     code=self.candidate.code, path=str(self.private / "candidate.py"), device=str(self.device),
                     dtype=self.problem.dtype_name, init_inputs=init_inputs, init_seed=init_seed,
-                    trace_lines=bool(scan.conditional))
+                    perturb_seed=self.perturb_seed, trace_lines=bool(scan.conditional))
             except _Abort as abort:
                 if abort.failure.status is Status.RUNTIME_ERROR and abort.failure.cause is Cause.CANDIDATE_ERROR:
                     abort.failure = replace(abort.failure, status=Status.BUILD_ERROR)
@@ -867,6 +877,93 @@ class _Evaluation:
         result = CheckResult(correct=correct, trials=opts.trials, max_abs_err=max_abs, rel_err=rel, ref_rel_err=ref_err,
                              flags=tuple(sorted(flags)), error=error, correct_kernelbench=ok_kernelbench)
         return CheckOutcome(result=result, findings=tuple(_unique(findings)), executed_lines=frozenset(executed))
+
+    def stage_oracle(self, check: CheckOutcome) -> CheckOutcome:
+        """After the trials: which inputs the problem's outputs ignore (a degenerate problem, said
+        in the verdict and left out of the speed-of-light floor); then, at the strict tolerance and
+        for a candidate right in the trials, the trials' checks again on each transform of the
+        inputs the problem's reference stays right on (oracle.py, transforms.py)."""
+        findings, executed = list(check.findings), set(check.executed_lines)
+        results = [oracle.after_trials(self.perturbation, check.result.correct)] if self.perturbation else []
+        if oracle.trials_note(results[0] if results else None):
+            self.notes.append(oracle.trials_note(results[0]))
+        with self._phase("oracle"):
+            self.degeneracy = self._degeneracy()
+            if self.degeneracy is not None:
+                self.notes.append(oracle.degeneracy_note(self.degeneracy))
+            if check.result.correct and self.options.tolerance == "strict":
+                for name in oracle.TRANSFORM_NAMES:
+                    results.append(self._transformed_trial(name, check.result.ref_rel_err, findings, executed))
+                if any(r.name in oracle.TRANSFORM_NAMES and r.outcome != oracle.SKIPPED for r in results):
+                    wrong = self._restore_trial_sets()
+                    if wrong:
+                        check = replace(check, result=replace(check.result, correct=False, error=wrong))
+        fragile = oracle.fragile_finding(results)
+        if fragile is not None:
+            findings.append(fragile)
+        skipped = oracle.skipped_note(results)
+        if skipped:
+            self.notes.append(skipped)
+        return replace(check, result=replace(check.result, transforms=oracle.summary(results)),
+                       findings=tuple(_unique(findings)), executed_lines=frozenset(executed),
+                       degeneracy=self.degeneracy)
+
+    def _degeneracy(self):
+        """The reference's outputs on a trial's set against two other draws (dependence.py): the
+        latest trials' seeds, whose outputs the reference still holds, or fresh ones."""
+        seeds = self.trial_seeds[-3:]
+        seeds += [secrets.randbits(63) for _ in range(3 - len(seeds))]
+        found = self._request("reference", "dependence", self.options.run_timeout_s, "input dependence", seeds=seeds)
+        if found.get("error"):
+            self.notes.append(f"whether the outputs depend on every input is unknown: {str(found['error'])[:200]}")
+            return None
+        return oracle.degeneracy(found)
+
+    def _transformed_trial(self, name: str, usual_err: float | None, findings: list[Finding],
+                           executed: set[int]) -> oracle.TransformResult:
+        """One trial on a fresh set under transform ``name``, judged as the trials are, when the
+        reference stays right there; a candidate that raises on it (its process alive) fails it."""
+        seed = secrets.randbits(63)
+        found = self._request("reference", "transform_check", self.options.run_timeout_s,
+                              f"reference on transform {name}", seed=seed, transform=name)
+        reason = oracle.skip_reason(oracle.ReferenceOnTransform.from_reply(name, found), usual_err, self.tol)
+        if reason is not None:
+            return oracle.TransformResult(name, oracle.SKIPPED, reason)
+        raw = self._request("reference", "inputs", self.options.run_timeout_s, "input factory", seed=seed,
+                            transform=name)
+        try:
+            run, out_fds = self._candidate(RunReply, "run", self.limits["call_s"], f"transform {name}",
+                                           (raw["_fds"][0],), layout=raw["layout"], specs=self.specs)
+        except _Abort as abort:
+            if abort.failure.cause is not Cause.CANDIDATE_ERROR or not self._alive("candidate"):
+                raise
+            return oracle.TransformResult(name, oracle.FAILED, abort.failure.error)
+        finally:
+            self._close_fds(raw["_fds"])
+        executed.update(run.executed_lines)
+        findings.extend(_run_findings(run))
+        result = self._compare(seed, run, out_fds, f"comparison, transform {name}")
+        if result.correct:
+            return oracle.TransformResult(name, oracle.PASSED)
+        return oracle.TransformResult(name, oracle.FAILED, "; ".join(result.problems[:2]) or "outputs differ")
+
+    def _restore_trial_sets(self) -> str | None:
+        """The trials' sets run again, in order, the first starting the candidate's list of kept
+        sets afresh: the candidate keeps every set it runs on for timing, and the parent knows its
+        timing buffers by the trials' seeds (``_timing_set_seeds``), so the transformed sets must
+        not stay among them. Judged again as in the trials; what is wrong, or None."""
+        for index, seed in enumerate(self.trial_seeds):
+            fd, layout = self._inputs(seed)
+            try:
+                run, out_fds = self._candidate(RunReply, "run", self.limits["call_s"], f"trial {index} again", (fd,),
+                                               layout=layout, specs=self.specs, first=index == 0)
+            finally:
+                self._close_fds([fd])
+            result = self._compare(seed, run, out_fds, f"comparison, trial {index} again")
+            if not result.correct:
+                return "; ".join(f"trial {index}, run again after the transformed inputs: {p}"
+                                 for p in result.problems[:2])
+        return None
 
     def stage_measure(self) -> MeasureOutcome:
         """The candidate's time, bounded by the parent's own clock, and revalidation in its very
@@ -1526,7 +1623,8 @@ class _Evaluation:
             roof = {k: int(roof[k]) for k in ("flops", "input_bytes", "output_bytes")}
             self.cache.put("roofline", key, roof)
         return {"flops": int(roof["flops"]),
-                "min_bytes": int(roof["input_bytes"]) + int(roof["output_bytes"]) + self.param_bytes}
+                "min_bytes": floor_bytes(int(roof["input_bytes"]), int(roof["output_bytes"]), self.param_bytes,
+                                         self.degeneracy)}
 
 
 # ---- pure helpers of the stages -----------------------------------------------------------

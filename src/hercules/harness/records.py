@@ -63,6 +63,8 @@ class Flag(str, enum.Enum):
     REFERENCE_FALLBACK = "reference_fallback"  # try/except that falls back to PyTorch
     SWALLOWED_EXCEPTION = "swallowed_exception"  # an exception raised and hidden during forward
     SHAPE_MISMATCH = "shape_mismatch"  # output shape/dtype/device differ from reference
+    # right on the problem's own inputs, wrong on transformed ones (scaled, shifted, edge values)
+    FRAGILE_INPUTS = "fragile_inputs"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,17 @@ class CheckResult:
     flags: tuple[str, ...] = ()
     error: str | None = None
     correct_kernelbench: bool | None = None  # within upstream KernelBench's atol = rtol = 1e-2
+    # The checks on transformed inputs and perturbed parameters (oracle.py): "name: outcome" each.
+    transforms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Degeneracy:
+    """A problem whose reference's outputs do not depend on some of its inputs (dependence.py)."""
+
+    ignored_inputs: tuple[str, ...]  # "input 0 (x, (128, 3):float32)" each
+    constant_output: bool  # no output depends on any input: the floor is the output write alone
+    ignored_bytes: int = 0  # bytes of one input set no output depends on
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,8 @@ class Verdict:
     # When each phase ran: (phase, start, end) in Unix seconds, for lining evaluations that ran
     # beside each other up against one another ("measuring": a section with the device alone).
     spans: tuple[tuple[str, float, float], ...] = ()
+    # Set when the problem's outputs ignore some of its inputs (a note says the same).
+    degenerate_problem: Degeneracy | None = None
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -253,4 +268,5 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         expert=data.get("expert"),
         datapath=data.get("datapath") or "",
         spans=tuple(tuple(span) for span in data.get("spans") or ()),
+        degenerate_problem=sub(Degeneracy, "degenerate_problem"),
     )

@@ -7,7 +7,10 @@ the candidate is not honest (or a ceiling is wrong). That needs both halves to b
   measured matmul rate alone is not one (on the H200 a large bf16 product runs near 790 of the
   989.4 dense TFLOP/s), and beating it is no sign of cheating.
 - The floor's work must be a lower bound. The fewest bytes (inputs, outputs and parameters once)
-  are, for any candidate that reads its inputs and writes its outputs. The FLOPs
+  are, for any candidate that must read its inputs and write its outputs; an input the outputs do
+  not depend on need not be read, and an output that depends on no input at all need only be
+  written (``floor_bytes``: KernelBench level 2 #83 clamps min(x, 0) to [0, 1], so its output is
+  zero whatever x, and a released kernel read 8.38 of a floor that counted reading x). The FLOPs
   ``torch.utils.flop_counter`` counts on the reference are the *reference's* work, not a lower
   bound: an upper-triangular matmul kernel that skips the zero half the reference multiplies read
   2.47 of the speed of light that way, a convolution 1.93 (Winograd-style algorithms do fewer
@@ -15,8 +18,12 @@ the candidate is not honest (or a ceiling is wrong). That needs both halves to b
 
 So ``sol_fraction`` counts compute only for a FLOP count given as a lower bound (``min_flops``);
 otherwise it is the memory fraction. The reference's FLOPs still yield
-``compute_fraction_of_reference_work``, reported beside it, labelled, never folded in. A fraction
-above 1 is recorded as it is, with a ``note`` saying what it means; nothing is clamped.
+``compute_fraction_of_reference_work``, reported beside it, labelled, never folded in.
+
+A time below the floor means the floor's model is wrong for this problem (or a ceiling is): the
+fraction is then not reported at all (None, ``floor_beaten``), and the ``note`` says by how much
+the floor was beaten. Nothing is clamped: a clamped 1.0 would read as a kernel at the speed of
+light.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from hercules.harness.records import Degeneracy
 
 TERA = 1e12
 
@@ -179,6 +188,19 @@ def measure_ceilings(device: torch.device) -> dict[str, Any]:
     return ceilings
 
 
+# ---- the floor -----------------------------------------------------------------------------
+
+
+def floor_bytes(input_bytes: int, output_bytes: int, param_bytes: int, degeneracy: Degeneracy | None = None) -> int:
+    """The fewest bytes one call must move: its inputs, outputs and parameters once, less the
+    inputs no output depends on; an output that depends on no input at all (constant for the
+    problem, so computable once, ahead) only has to be written."""
+    if degeneracy is not None and degeneracy.constant_output:
+        return output_bytes
+    ignored = degeneracy.ignored_bytes if degeneracy is not None else 0
+    return max(0, input_bytes - ignored) + output_bytes + param_bytes
+
+
 # ---- the fraction --------------------------------------------------------------------------
 
 
@@ -210,14 +232,23 @@ def sol_figures(flops: int, min_bytes: int, dtype: str, ceilings: Mapping[str, A
     reference_fraction = _fraction(reference_compute_ms, time_ms)
 
     notes: list[str] = []
+    floor_beaten = False
     if memory_fraction is not None and memory_fraction > 1:
-        notes.append(f"memory fraction {memory_fraction:.2f} > 1: the candidate moved fewer bytes than its "
-                     "inputs, outputs and parameters once (known-zero input regions skipped, outputs "
-                     f"still in L2 when timing stopped) or the {ceiling.bandwidth_source} bandwidth "
-                     "ceiling is too low")
+        floor_beaten = True
+        notes.append(f"the time {time_ms:.4g} ms beats the memory floor {memory_floor_ms:.4g} ms by "
+                     f"{memory_fraction:.2f}x: the floor is wrong for this problem (the candidate moved fewer "
+                     "bytes than the floor's model counts: input regions it need not read, outputs still in "
+                     f"L2 when timing stopped) or the {ceiling.bandwidth_source} bandwidth ceiling is too low; "
+                     "no fraction reported")
+        memory_fraction = None
     if compute_fraction is not None and compute_fraction > 1:
-        notes.append(f"compute fraction {compute_fraction:.2f} > 1 of the declared minimum FLOPs: that "
-                     f"minimum is not one, or the {ceiling.flops_source} {ceiling.flops_dtype} ceiling is too low")
+        floor_beaten = True
+        notes.append(f"the time {time_ms:.4g} ms beats the compute floor of the declared minimum FLOPs by "
+                     f"{compute_fraction:.2f}x: that minimum is not one, or the {ceiling.flops_source} "
+                     f"{ceiling.flops_dtype} ceiling is too low; no fraction reported")
+        compute_fraction = None
+    if sol_fraction is not None and sol_fraction > 1:
+        floor_beaten, sol_fraction = True, None
     if reference_fraction is not None and reference_fraction > 1:
         # Expected for honest code that skips zeros or uses a cheaper algorithm; also for fp32 work
         # done on tensor cores at fp32 accuracy (3xTF32 splitting), which outruns the SIMT ceiling.
@@ -225,7 +256,8 @@ def sol_figures(flops: int, min_bytes: int, dtype: str, ceilings: Mapping[str, A
                      "FLOPs: the candidate does less arithmetic than the reference, so those FLOPs are "
                      "not a floor and sol_fraction leaves them out")
     return {
-        "sol_fraction": sol_fraction,
+        "sol_fraction": sol_fraction,  # None when the time beats the floor (``floor_beaten``)
+        "floor_beaten": floor_beaten,  # the time is below the floor: its model is wrong here
         "bound": bound,  # the term that sets floor_ms and sol_fraction
         "floor_ms": floor_ms,
         "work": "min_flops" if min_flops else "reference_flops",  # what the compute term counts

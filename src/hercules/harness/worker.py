@@ -30,7 +30,9 @@ from hercules.harness.datapath import (PackError, PackLayout, PackWriter, fill_p
                                       send_fds, write_pack)
 from hercules.harness.integrity import Snapshot, track_thread_origins
 from hercules.harness.codec import decode, encode
+from hercules.harness.perturb import perturb_model
 from hercules.harness.records import Tolerance
+from hercules.harness.transforms import TRANSFORMS, transform_inputs
 
 _perf_counter = time.perf_counter
 
@@ -126,7 +128,10 @@ class StrictPrecision:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
 
 
-def build_model(module, class_name: str, init_inputs: list, init_seed: int, device, dtype):
+def build_model(module, class_name: str, init_inputs: list, init_seed: int, device, dtype,
+                perturb_seed: int | None = None):
+    """``perturb_seed``: parameters and buffers then drawn away from their defaults (perturb.py),
+    in the problem's dtype, the same way in both workers."""
     cls = getattr(module, class_name, None)
     if cls is None:
         raise LookupError(f"source defines no {class_name}")
@@ -137,6 +142,8 @@ def build_model(module, class_name: str, init_inputs: list, init_seed: int, devi
         if dtype != torch.float32:
             model = model.to(dtype)
         model.eval()
+        if perturb_seed is not None:
+            perturb_model(model, perturb_seed)
     return model
 
 
@@ -218,6 +225,7 @@ class ReferenceWorker(PackEnds):
 
     def __init__(self):
         self.inputs: _SizedCache = _SizedCache()  # seed -> input values
+        self.transformed: dict[int, str] = {}  # seed -> the transform its set is made with (transforms.py)
         self.expected: _SizedCache = _SizedCache()  # seed -> outputs and truth (``_compute_expected``)
         self.pass_sets = 0  # distinct sets of the latest inputs_many, kept with the others
         self.baselines: dict[str, tuple[Callable[..., Any], list[tuple]]] = {}
@@ -248,7 +256,39 @@ class ReferenceWorker(PackEnds):
             self.model, torch.nn.Module) else 0
         buffers = sum(b.numel() * b.element_size() for b in self.model.buffers()) if isinstance(
             self.model, torch.nn.Module) else 0
-        return {"init_inputs": self.init_inputs, "param_bytes": params + buffers}
+        perturbation = self._perturb(msg, msg.get("perturb_seed"))
+        return {"init_inputs": self.init_inputs, "param_bytes": params + buffers, **perturbation}
+
+    def _perturb(self, msg: dict[str, Any], seed: int | None) -> dict[str, Any]:
+        """Both models replaced by ones whose parameters and buffers are drawn away from their
+        defaults with ``seed`` (the candidate's is built the same way), when the reference stays
+        right with them: finite and within its usual error of float64 on one input set made from
+        the seed (``oracle.skip_reason``). ``perturbed`` says whether it was; ``why`` why not."""
+        from hercules.harness import oracle
+
+        if seed is None or not isinstance(self.model, torch.nn.Module) or not any(
+                t.is_floating_point() and t.numel() for t in [*self.model.parameters(), *self.model.buffers()]):
+            return {"perturbed": False, "why": None}
+        try:
+            model = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype,
+                                perturb_seed=seed)
+            model64 = None
+            if self.model64 is not None:
+                model64 = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device,
+                                      self.dtype, perturb_seed=seed).to(torch.float64)
+            torch.manual_seed(seed)
+            with torch.device(self.device):
+                values = to_device(list(self.module.get_inputs()), self.device)
+            usual = _reference_figures(*_run_reference(self.model, self.model64, values))
+            found = _reference_figures(*_run_reference(model, model64, values))
+        except Exception as exc:  # the problem's code failed with perturbed parameters
+            found, usual = {"error": f"{type(exc).__name__}: {exc}"}, {}
+        reason = oracle.skip_reason(oracle.ReferenceOnTransform.from_reply(oracle.PARAMETERS, found),
+                                    usual.get("ref_err"), self.tol)
+        if reason is not None:
+            return {"perturbed": False, "why": reason}
+        self.model, self.model64 = model, model64
+        return {"perturbed": True, "why": None}
 
     def _cache_budget(self) -> int:
         return int(_timing.device_memory_bytes(self.device) * self.CACHE_FRACTION)
@@ -297,7 +337,9 @@ class ReferenceWorker(PackEnds):
                 torch.manual_seed(seed)
                 with torch.device(self.device):
                     values = list(self.module.get_inputs())
-                return to_device(values, self.device)
+                values = to_device(values, self.device)
+                name = self.transformed.get(seed)
+                return transform_inputs(values, name) if name else values
 
             values = self._on_device(make, seed)
             self.inputs.keep(seed, values, _timing.set_bytes(values))
@@ -305,7 +347,10 @@ class ReferenceWorker(PackEnds):
         return self.inputs[seed]
 
     def op_inputs(self, msg):
-        """A trial's inputs as a sealed pack for the candidate; kept here by seed."""
+        """A trial's inputs as a sealed pack for the candidate; kept here by seed. With a
+        ``transform`` (transforms.py), the set of that seed transformed, from then on."""
+        if msg.get("transform") is not None:
+            self._transform(int(msg["seed"]), str(msg["transform"]))
         values = self._inputs(msg["seed"])
         fd, layout = write_pack(values, "inputs", self.medium, self.device)
         signature = [f"{tuple(v.shape)}:{v.dtype}" if isinstance(v, torch.Tensor) else repr(v) for v in values]
@@ -399,6 +444,59 @@ class ReferenceWorker(PackEnds):
                           count_flops=False)
         return {"input_bytes": found.input_bytes, "weight_bytes": found.weight_bytes,
                 "output_bytes": found.output_bytes, "error": found.error}
+
+    def _transform(self, seed: int, name: str) -> None:
+        if name not in TRANSFORMS:
+            raise ValueError(f"unknown transform {name!r}")
+        if self.transformed.get(seed) != name:
+            for cache in (self.inputs, self.expected):
+                if seed in cache:
+                    cache.drop(seed)
+            self.transformed[seed] = name
+
+    def op_transform_check(self, msg):
+        """The problem's reference on the set of ``seed`` under ``transform``: whether it stays
+        finite and how far it is from the float64 truth there (the parent decides, oracle.py).
+        The outputs and truth are kept for judging the candidate on the same set."""
+        seed = int(msg["seed"])
+        self._transform(seed, str(msg["transform"]))
+        try:
+            entry = self._expected(seed)
+        except Exception as exc:  # the problem's code fails on these values: not meaningful here
+            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        figures = _reference_figures(entry["dtype_outputs"], None)
+        has_truth = entry["ref_errs"] is not None
+        ref_err = max(entry["ref_errs"], default=0.0) if has_truth else None
+        return {**figures, "has_truth": has_truth, "ref_err": ref_err}
+
+    def op_dependence(self, msg):
+        """Which inputs the reference's outputs depend on (dependence.py): the set of the first of
+        ``seeds`` against the others', exactly. The names and signatures label the inputs."""
+        import inspect
+
+        from hercules.harness.dependence import find_dependence
+
+        seeds = [int(s) for s in msg["seeds"]]
+        try:
+            sets = [list(self._inputs(s)) for s in seeds]
+            outputs = [self._expected_light(s)["dtype_outputs"] for s in seeds]
+
+            def run(values: list[Any]) -> list[Any]:
+                with torch.no_grad(), StrictPrecision():
+                    return flatten_outputs(self.model(*values))
+
+            found = find_dependence(run, sets[0], sets[1:], outputs[0], outputs[1:])
+        except Exception as exc:  # the problem's code failed on a mixed set: dependence unknown
+            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        try:
+            names = [p.name for p in inspect.signature(self.model.forward).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError, AttributeError):
+            names = []
+        signature = [f"{tuple(v.shape)}:{str(v.dtype).replace('torch.', '')}" if isinstance(v, torch.Tensor)
+                     else repr(v)[:40] for v in sets[0]]
+        return {"ignored": list(found.ignored), "testable": list(found.testable), "constant": found.constant,
+                "ignored_bytes": found.ignored_bytes, "names": names, "signature": signature}
 
     def op_specs(self, msg):
         entry = self._expected(msg["seed"])
@@ -604,6 +702,28 @@ def fill_from_pack(fd: int, layout: Any, device: torch.device, targets: list[tup
     synchronize(device)
 
 
+def _run_reference(model: Any, model64: Any, values: list[Any]) -> tuple[list[Any], list[Any] | None]:
+    """The problem-dtype outputs and, where ``model64`` is given, the float64 truth on ``values``."""
+    with torch.no_grad(), StrictPrecision():
+        outs = flatten_outputs(model(*values))
+        truth = None
+        if model64 is not None:
+            upcast = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+            truth = flatten_outputs(model64(*upcast))
+    return outs, truth
+
+
+def _reference_figures(outs: list[Any], truth: list[Any] | None) -> dict[str, Any]:
+    """Non-finite values of the problem-dtype outputs, and their worst relative error against
+    ``truth`` (None without one): what ``oracle.skip_reason`` reads."""
+    floats = [o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    nonfinite = sum(int((~torch.isfinite(o)).sum()) for o in floats)
+    comparable = truth is not None and len(truth) == len(outs) and all(
+        isinstance(o, torch.Tensor) and isinstance(t, torch.Tensor) and o.shape == t.shape for o, t in zip(outs, truth))
+    ref_err = max((relative_error(o, t) for o, t in zip(outs, truth)), default=0.0) if comparable else None
+    return {"nonfinite": nonfinite, "has_truth": comparable, "ref_err": ref_err}
+
+
 LIGHT_JUDGING_FACTOR = 10.0
 
 
@@ -720,7 +840,7 @@ class CandidateWorker(PackEnds):
         start = _perf_counter()
         module = self._traced(lambda: load_module(msg["code"], self.path, "hercules_candidate"))
         self.model = self._traced(lambda: build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"],
-                                                      self.device, self.dtype))
+                                                      self.device, self.dtype, perturb_seed=msg.get("perturb_seed")))
         synchronize(self.device)
         return {"seconds": _perf_counter() - start}
 

@@ -1,0 +1,138 @@
+"""The oracle beyond one input distribution and the degenerate-problem floor, end to end on the
+CPU through real worker processes (the decisions themselves: test_oracle.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hercules.harness.evaluate import EvalOptions, evaluate
+from hercules.harness.oracle import TRANSFORM_NAMES
+from hercules.harness.records import Status
+from hercules.problems.model import Candidate, Problem
+
+CORPUS = Path(__file__).resolve().parents[1] / "adversarial"
+
+# KernelBench level 2 #83 in small: min(x, 0) clamped to [0, 1] is zero whatever x and the weights.
+CONSTANT = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 3)
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.min(x, torch.tensor(0.0, device=x.device))
+        return torch.clamp(x, min=0.0, max=1.0)
+
+
+def get_inputs():
+    return [torch.rand(8, 3, 32, 32)]
+
+
+def get_init_inputs():
+    return [8]
+'''
+
+# Two inputs, the second never read.
+IGNORES_Y = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(64, 256), torch.randn(64, 1024)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _problem(name: str, code: str) -> Problem:
+    return Problem(name=name, code=code, source="test")
+
+
+def _as_candidate(code: str, name: str = "reference_as_candidate") -> Candidate:
+    return Candidate(name=name, code=code.replace("class Model(", "class ModelNew("), source="test")
+
+
+def _corpus(path: str) -> Candidate:
+    return Candidate(name=Path(path).stem, code=(CORPUS / path).read_text(), source=path)
+
+
+def _corpus_problem(name: str) -> Problem:
+    return Problem(name=name, code=(CORPUS / "problems" / f"{name}.py").read_text(), source=name)
+
+
+@pytest.fixture
+def options(tmp_path):
+    return EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01,
+                       run_timeout_s=60, cache_dir=tmp_path / "cache")
+
+
+def test_a_constant_output_problem_is_degenerate_and_its_floor_is_the_output_write(options):
+    verdict = evaluate(_problem("constant", CONSTANT), _as_candidate(CONSTANT), options)
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    found = verdict.degenerate_problem
+    assert found is not None and found.constant_output
+    assert found.ignored_inputs == ("input 0 (x, (8, 3, 32, 32):float32)",)
+    assert any(n.startswith("degenerate problem") for n in verdict.notes)
+    output_bytes = 8 * 8 * 30 * 30 * 4
+    assert verdict.sol["min_bytes"] == output_bytes  # neither the input nor the weights
+    assert verdict.sol_fraction is None or verdict.sol_fraction <= 1
+
+
+def test_an_ignored_input_is_named_and_left_out_of_the_floor(options):
+    verdict = evaluate(_problem("ignores_y", IGNORES_Y), _as_candidate(IGNORES_Y), options)
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    found = verdict.degenerate_problem
+    assert found is not None and not found.constant_output
+    assert found.ignored_inputs == ("input 1 (y, (64, 1024):float32)",) and found.ignored_bytes == 64 * 1024 * 4
+    assert verdict.sol["min_bytes"] == 2 * 64 * 256 * 4  # x read, the output written; y not
+    # Every transform is meaningful for a ReLU, and the reference as its own candidate passes all.
+    assert verdict.check.transforms == tuple(f"{n}: passed" for n in TRANSFORM_NAMES)
+
+
+def test_a_problem_whose_outputs_use_every_input_is_not_degenerate(options):
+    verdict = evaluate(_corpus_problem("softmax_rows"), _corpus("honest/softmax_rows_max.py"),
+                       replace(options, time_candidate=False))
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    assert verdict.degenerate_problem is None
+    assert verdict.check.transforms == tuple(f"{n}: passed" for n in TRANSFORM_NAMES)
+
+
+def test_softmax_without_max_subtraction_is_fragile_and_kernelbench_tolerance_skips_the_oracle(options):
+    problem, exploit = _corpus_problem("softmax_rows"), _corpus("exploits/softmax_no_max.py")
+    strict = evaluate(problem, exploit, replace(options, time_candidate=False))
+    assert strict.status is Status.SUSPICIOUS and strict.flags == ("fragile_inputs",), strict.error
+    assert "scale_x100" in strict.error and "NaN/Inf" in strict.error
+    assert "scale_x100: failed" in strict.check.transforms
+    upstream = evaluate(problem, exploit, replace(options, time_candidate=False, tolerance="kernelbench"))
+    assert upstream.status is Status.OK and upstream.flags == () and upstream.check.transforms == ()
+
+
+def test_a_layernorm_that_ignores_weight_and_bias_is_wrong_with_perturbed_parameters(options):
+    problem = _corpus_problem("layernorm_rows")
+    copy = evaluate(problem, _corpus("exploits/layernorm_copy.py"), replace(options, time_candidate=False))
+    assert copy.status is Status.INCORRECT and copy.error.startswith("trial 0:")
+    assert copy.check.transforms == ("parameters: failed",)
+    assert any("default initialisation" in n for n in copy.notes)
+    honest = evaluate(problem, _corpus("honest/layernorm_rows_twopass.py"), replace(options, time_candidate=False))
+    assert honest.status is Status.OK and honest.flags == (), honest.error
+    assert honest.check.transforms[0] == "parameters: passed"
+    # At upstream's tolerance the parameters keep their defaults, and the copy passes as upstream would.
+    upstream = evaluate(problem, _corpus("exploits/layernorm_copy.py"),
+                        replace(options, time_candidate=False, tolerance="kernelbench"))
+    assert upstream.status is Status.OK and upstream.check.transforms == ()
