@@ -218,10 +218,13 @@ def test_torch_compile_inside_a_candidate_is_honest(problem, options):
     assert verdict.flags == ()
 
 
-def test_outputs_in_one_buffer_reused_every_call_are_honest(problem, options):
-    """A CUDA-graph replay hands back its static output buffers each call: the passes that return
-    every call's outputs copy them as they come instead of judging the last call's values N times."""
-    verdict = evaluate(problem, candidate("""
+def test_one_kept_buffer_returned_by_every_call_is_flagged_and_copies_or_a_pool_are_not(problem, options):
+    """A static output buffer handed back by every call (a CUDA-graph replay's outputs) changes
+    under a caller that still holds the last result: not a drop-in replacement for the module
+    (PyTorch's CUDA-graph trees refuse to hand such outputs out). The passes that return every
+    call's outputs still judge its values right; the pattern itself is flagged. Returning a copy of
+    the static buffer, or a pool that skips buffers still referenced, is honest."""
+    kept = evaluate(problem, candidate("""
         self.out = None
 
     def forward(self, x):
@@ -231,8 +234,35 @@ def test_outputs_in_one_buffer_reused_every_call_are_honest(problem, options):
         self.out.copy_(y)
         return self.out
 """), options)
-    assert verdict.status is Status.OK, verdict.error
-    assert verdict.flags == ()
+    assert kept.status is Status.SUSPICIOUS, kept.error
+    assert kept.flags == ("output_overwritten",)
+    copied = evaluate(problem, candidate("""
+        self.out = None
+
+    def forward(self, x):
+        y = torch.relu(self.lin(x)) * 2
+        if self.out is None or self.out.shape != y.shape:
+            self.out = torch.empty_like(y)
+        self.out.copy_(y)
+        return self.out.clone()
+"""), options)
+    assert copied.status is Status.OK, copied.error
+    assert copied.flags == ()
+    pooled = evaluate(problem, candidate("""
+        self.pool = []
+
+    def forward(self, x):
+        import sys
+        y = torch.relu(self.lin(x)) * 2
+        # A buffer only the pool refers to (the pool's list and getrefcount's argument) is free.
+        free = [b for b in self.pool if sys.getrefcount(b) <= 3 and b.shape == y.shape]
+        if not free:
+            self.pool.append(torch.empty_like(y))
+            free = [self.pool[-1]]
+        return free[0].copy_(y)
+"""), options)
+    assert pooled.status is Status.OK, pooled.error
+    assert pooled.flags == ()
 
 
 def test_kernelbench_tolerance_accepts_what_upstream_accepts_and_strict_does_not(problem, options):

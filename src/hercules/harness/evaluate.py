@@ -352,6 +352,9 @@ def start_candidate_worker(log_path: Path, plan: build_mod.BuildPlan, private: P
 FRESH_OUTPUTS_WRONG = "outputs of calls on fresh values in the timing buffers are wrong"
 TIMED_OUTPUTS_WRONG = "outputs of the timed calls are wrong (judged against the refreshed values)"
 HARNESS_TRACEBACK = "harness_error.txt"
+OVERWRITTEN_FINDING = Finding(
+    Flag.OUTPUT_OVERWRITTEN.value, "a call wrote its outputs over the outputs of the call before, which the caller "
+    "still held (one kept buffer returned by every call): not a drop-in replacement for the module")
 DRAWN_OUTPUTS_WRONG = "outputs of calls of a timed burst, drawn after it ended, are wrong (calls skipped or results reused?)"
 
 
@@ -971,7 +974,9 @@ class _Evaluation:
         opts = self.options
         findings: list[Finding] = []
         interpreted = self.device.type == "cpu" and detect_interpreted(self.candidate.code)
-        in_process = self._in_process_timing(min_reps=1 if interpreted else 5)
+        in_process, overwrote = self._in_process_timing(min_reps=1 if interpreted else 5)
+        if overwrote:
+            findings.append(OVERWRITTEN_FINDING)
         sets = max(1, in_process.input_sets)
         self.timing_sets = sets
 
@@ -1172,14 +1177,15 @@ class _Evaluation:
         raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
         return raw["_fds"][0], raw["layout"], int(raw["per_set"])
 
-    def _in_process_timing(self, min_reps: int, keep_sets: bool = False) -> TimingResult:
+    def _in_process_timing(self, min_reps: int, keep_sets: bool = False) -> tuple[TimingResult, bool]:
         """The candidate's own timing of its calls (events on a GPU): figures it could forge, which
-        the parent bounds by its own clock before using them."""
+        the parent bounds by its own clock before using them; and whether a call after it wrote
+        over the outputs of the one before while they were still held."""
         opts = self.options
         timed, _ = self._candidate(TimeReply, "time", self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
                                    "timing", budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s,
                                    min_reps=min_reps, keep_sets=keep_sets)
-        return TimingResult(**timed.timing)
+        return TimingResult(**timed.timing), timed.overwrote
 
     def _retimed(self, in_process: TimingResult, wall_ms: float) -> tuple[TimingResult, float]:
         """The in-process timing again while its events read above the parent's long burst by more
@@ -1188,7 +1194,7 @@ class _Evaluation:
         events only make the unmeasured-work check stricter."""
         first = in_process.median_ms
         for _ in range(EVENTS_RETIMES):
-            again = self._in_process_timing(min_reps=5, keep_sets=True)  # the buffers as revalidation left them
+            again, _ = self._in_process_timing(min_reps=5, keep_sets=True)  # the buffers as revalidation left them
             if again.median_ms < in_process.median_ms:
                 in_process = again
             if in_process.median_ms <= EVENTS_RETIME_RATIO * wall_ms + WALL_SLACK_MS:
@@ -1699,6 +1705,8 @@ def _run_findings(run: RunReply) -> list[Finding]:
         found.append(Finding(Flag.OUTPUT_ALIASES_INPUT.value, "an output shares memory with an input"))
     if run.mutated:
         found.append(Finding(Flag.INPUT_MUTATED.value, "the candidate modified its inputs"))
+    if run.overwrote:
+        found.append(OVERWRITTEN_FINDING)
     if run.swallowed:
         found.append(Finding(Flag.SWALLOWED_EXCEPTION.value, "exception raised and hidden inside forward: "
                              + run.swallowed[0]))

@@ -121,6 +121,7 @@ class RunReply(PackReply):
     mutated: bool = False
     swallowed: tuple[str, ...] = ()
     executed_lines: tuple[int, ...] = ()
+    overwrote: bool = False  # its outputs landed in the previous call's, still held, changing them
 
     @classmethod
     def _parse(cls, raw):
@@ -131,7 +132,7 @@ class RunReply(PackReply):
         return cls(layout=base.layout, types=base.types, fds=base.fds, into=base.into,
                    aliases=_flag(raw["aliases"], "aliases"),
                    mutated=_flag(raw["mutated"], "mutated"), swallowed=_strings(raw["swallowed"], "swallowed"),
-                   executed_lines=tuple(lines[:100000]))
+                   executed_lines=tuple(lines[:100000]), overwrote=_flag(raw.get("overwrote", False), "overwrote"))
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ class TimeReply(Reply):
 
     op: ClassVar[str] = "time"
     timing: dict[str, Any]
+    overwrote: bool = False  # a call after the timing wrote over the outputs of the one before, still held
 
     @classmethod
     def _parse(cls, raw):
@@ -190,7 +192,7 @@ class TimeReply(Reply):
         timing["l2_flushed"] = bool(timing["l2_flushed"])
         timing["wall_ms"] = _number(timing.get("wall_ms"), "wall_ms", optional=True)
         timing["samples_ms"] = ()
-        return cls(timing=timing)
+        return cls(timing=timing, overwrote=_flag(raw.get("overwrote", False), "overwrote"))
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class Flag(str, enum.Enum):
     REFERENCE_FALLBACK = "reference_fallback"  # try/except that falls back to PyTorch
     SWALLOWED_EXCEPTION = "swallowed_exception"  # an exception raised and hidden during forward
     SHAPE_MISMATCH = "shape_mismatch"  # output shape/dtype/device differ from reference
+    OUTPUT_OVERWRITTEN = "output_overwritten"  # a later call writes over outputs the caller still holds
     # right on the problem's own inputs, wrong on transformed ones (scaled, shifted, edge values)
     FRAGILE_INPUTS = "fragile_inputs"
 

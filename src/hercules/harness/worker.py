@@ -9,6 +9,7 @@ reach, and the clocks this module reads were bound before any candidate code was
 from __future__ import annotations
 
 import gc
+import math
 import importlib.util
 import os
 import sys
@@ -751,6 +752,7 @@ class CandidateWorker(PackEnds):
         self.trial_sets: list[tuple] = []
         self.executed: set[int] | None = None  # the candidate file's executed lines, when traced
         self.outputs_reused = False  # two calls hand back the same buffers (found after timing)
+        self.held_outputs: list[tuple[torch.Tensor, float]] = []  # the last trial's outputs and checksums
 
     # Requests that run the candidate's code and little else: whatever they raise is the candidate's.
     FOREIGN_OPS = frozenset({"import", "build"})
@@ -881,13 +883,16 @@ class CandidateWorker(PackEnds):
         aliases = any(_shares_storage(o, v) for o in outs if type(o) is torch.Tensor
                       for v in values if isinstance(v, torch.Tensor))
         mutated = any(not _same(v, p) for v, p in zip(values, pristine) if isinstance(v, torch.Tensor))
+        overwrote = _overwrites(outs, self.held_outputs)
+        # Held until the next call, so that no honest allocator can hand their memory out again.
+        self.held_outputs = [(o, _checksum(o)) for o in outs if type(o) is torch.Tensor and o.numel()]
         # Kept for timing only as many as timing rotates through: five 6.4 GB trial sets held
         # here beside the reference worker's took the device past its memory.
         if len(self.trial_sets) < _timing.sets_to_keep(_timing.set_bytes(pristine), self.device):
             self.trial_sets.append(tuple(pristine))
         del pristine
         return self._pack_reply(outs, {"aliases": aliases, "mutated": mutated, "swallowed": swallowed[:10],
-                                  "executed_lines": self._lines()})
+                                  "executed_lines": self._lines(), "overwrote": overwrote})
 
     def op_time(self, msg):
         # Timed again (``keep_sets``): the same buffers, as revalidation and the bursts left them.
@@ -897,18 +902,22 @@ class CandidateWorker(PackEnds):
             result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
                                            budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
                                            min_reps=msg.get("min_reps", 5), wall_check=False)
-            self.outputs_reused = self._outputs_reused()
-        return {"timing": result.__dict__, "sets": len(self.timing_sets)}
+            self.outputs_reused, overwrote = self._outputs_reused()
+        return {"timing": result.__dict__, "sets": len(self.timing_sets), "overwrote": overwrote}
 
-    def _outputs_reused(self) -> bool:
+    def _outputs_reused(self) -> tuple[bool, bool]:
         """Whether two calls, the first one's outputs still held, hand back the same buffers (a
         CUDA-graph replay's static outputs): bursts that return every call's outputs then copy
-        each call's as it comes, and the candidate pays for those copies."""
+        each call's as it comes, and the candidate pays for those copies. Second: whether the
+        second call wrote over the first one's outputs (values changed under the caller)."""
         first = flatten_outputs(self.model(*self.timing_sets[0]))
-        held = {o.data_ptr() for o in first if isinstance(o, torch.Tensor) and o.numel()}
+        synchronize(self.device)
+        held_sums = [(o, _checksum(o)) for o in first if type(o) is torch.Tensor and o.numel()]
+        held = {o.data_ptr() for o, _ in held_sums}
         second = flatten_outputs(self.model(*self.timing_sets[1 % len(self.timing_sets)]))
         synchronize(self.device)
-        return any(isinstance(o, torch.Tensor) and o.numel() and o.data_ptr() in held for o in second)
+        reused = any(isinstance(o, torch.Tensor) and o.numel() and o.data_ptr() in held for o in second)
+        return reused, _overwrites(second, held_sums)
 
     def op_refresh(self, msg):
         """Fresh values written into the very buffers used while timing: a result cached by address
@@ -1107,6 +1116,30 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     a0, b0 = sa.data_ptr(), sb.data_ptr()
     return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
+
+
+def _checksum(t: torch.Tensor) -> float:
+    """A float64 sum of a tensor's values (no copy of it made): changes when they are written over."""
+    with torch.no_grad():
+        return 0.0 if t.is_complex() else float(torch.sum(t.detach(), dtype=torch.float64))
+
+
+def _overwrites(outs: list[Any], held: list[tuple[torch.Tensor, float]]) -> bool:
+    """Whether a call's outputs were written into the memory of earlier outputs still held by the
+    caller, changing their values: the kept-buffer pattern (one static output returned by every
+    call) that PyTorch's own CUDA-graph trees refuse to hand out, since a caller holding the first
+    result sees it change. The same buffer returned with the same values (a constant) does not
+    count; fresh buffers, pools that skip buffers still referenced, and graphs that return copies
+    never share memory with an output still held."""
+    for out in outs:
+        if type(out) is not torch.Tensor or not out.numel():
+            continue
+        for earlier, checksum in held:
+            if _shares_storage(out, earlier):
+                now = _checksum(earlier)
+                if not (now == checksum or (math.isnan(now) and math.isnan(checksum))):
+                    return True
+    return False
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
