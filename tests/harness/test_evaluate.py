@@ -140,6 +140,25 @@ def test_a_guarded_fallback_whose_fast_path_works_is_ok_and_one_that_falls_back_
     assert "reference_fallback" in fell_back.flags
 
 
+def test_precision_dropped_once_the_trials_are_over_is_caught_by_a_call_judged_at_random(problem, options):
+    """The first 60 calls (the trials, the transformed inputs, revalidation) see fp32; every later
+    call computes in fp16 (3.97x on the H200 once, when only the last call of a burst was judged
+    in full and the rest at 10x tolerance). Calls of every pass drawn at random after its reply
+    are judged against float64 with the strict tolerance and the precision floor."""
+    verdict = evaluate(problem, candidate("""
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls <= 60:
+            return torch.relu(self.lin(x)) * 2
+        w, b = self.lin.weight.half(), self.lin.bias.half()
+        return (torch.relu(x.half() @ w.t() + b) * 2).float()
+"""), options)
+    assert verdict.status in (Status.SUSPICIOUS, Status.INCORRECT), (verdict.status, verdict.error)
+    assert {"precision_downcast", "result_cache"} & set(verdict.flags) or verdict.status is Status.INCORRECT
+
+
 def test_hard_exit_is_crash_and_parent_goes_on(problem, options):
     verdict = evaluate(problem, candidate("""
         def forward(self, x):

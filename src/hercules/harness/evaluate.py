@@ -352,6 +352,11 @@ def start_candidate_worker(log_path: Path, plan: build_mod.BuildPlan, private: P
 FRESH_OUTPUTS_WRONG = "outputs of calls on fresh values in the timing buffers are wrong"
 TIMED_OUTPUTS_WRONG = "outputs of the timed calls are wrong (judged against the refreshed values)"
 HARNESS_TRACEBACK = "harness_error.txt"
+# Calls of each judged burst or pass judged in full (float64 truth, strict tolerance, precision
+# floor), at positions drawn after the reply: a candidate that degrades one call in k of a pass
+# escapes a pass with probability about (1 - 1/k) ** STRICT_CALLS_PER_BURST, and every evaluation
+# runs several passes.
+STRICT_CALLS_PER_BURST = 2
 OVERWRITTEN_FINDING = Finding(
     Flag.OUTPUT_OVERWRITTEN.value, "a call wrote its outputs over the outputs of the call before, which the caller "
     "still held (one kept buffer returned by every call): not a drop-in replacement for the module")
@@ -442,6 +447,9 @@ class _Evaluation:
         self.trial_seeds: list[int] = []
         self.signature: str = ""
         self.datapath = "memfd"
+        # Findings of the checks every judged call gets after the trials (``_compare``), collected
+        # as the passes go and reported with the measurement.
+        self.later_findings: list[Finding] = []
         self.perturb_seed: int | None = None  # parameters drawn away from their defaults (oracle.py)
         self.perturbation: oracle.TransformResult | None = None
         self.degeneracy = None  # inputs the problem's outputs ignore (stage_oracle)
@@ -598,13 +606,29 @@ class _Evaluation:
     def _compare(self, seed: int | None, reply: PackReply, fds: list[int], what: str,
                  seeds: list[int | None] | None = None) -> CompareReply:
         """The reference worker judges a candidate's outputs against the truth for ``seed``, or, for
-        a burst that returned every call's outputs, call after call against ``seeds``."""
+        a burst that returned every call's outputs, call after call against ``seeds``: there, the
+        calls judged in full (float64 truth, the strict tolerance, the precision floor) are drawn
+        here with ``secrets`` after the reply came back, so nothing the candidate sees tells it
+        which; the others are judged against the problem-dtype reference, loosely (a float64
+        truth per call made the CPU passes 2.4x slower). A later call's precision far below the
+        problem's dtype (fp16 GEMMs once the trials are over) is flagged like a trial's."""
+        strict = None
+        if seeds is not None:
+            judged = [i for i, s in enumerate(seeds) if s is not None]
+            strict = sorted(_drawn(judged, STRICT_CALLS_PER_BURST))
         try:
             raw = self._request("reference", "compare", self.options.run_timeout_s, what, tuple(fds), seed=seed,
-                                seeds=seeds, layout=reply.layout, types=list(reply.types))
+                                seeds=seeds, strict=strict, layout=reply.layout, types=list(reply.types))
         finally:
             self._close_fds(fds)
-        return CompareReply.parse(raw)
+        result = CompareReply.parse(raw)
+        if (strict and result.correct and self.options.tolerance == "strict"
+                and is_downcast(result.strict_rel_err, result.strict_ref_err, self.tol)):
+            self.later_findings.append(Finding(
+                Flag.PRECISION_DOWNCAST.value,
+                f"{what}: a call drawn at random after the trials has relative error {result.strict_rel_err:.2e} "
+                f"against float64, the {self.problem.dtype_name} reference itself {result.strict_ref_err:.2e}"))
+        return result
 
     def _inputs(self, seed: int) -> tuple[int, dict[str, Any]]:
         raw = self._request("reference", "inputs", self.options.run_timeout_s, "input factory", seed=seed)
@@ -1100,6 +1124,7 @@ class _Evaluation:
             elif streams:
                 self.notes.append("kernels on library-internal or side streams, all inside the timed interval: "
                                   + ", ".join(streams[:3]))
+        findings.extend(self.later_findings)
         return MeasureOutcome(timing=timing, findings=tuple(_unique(findings)), executed_lines=frozenset(executed))
 
     def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0, again: bool = False) -> float:
@@ -1697,6 +1722,12 @@ def _landing_on_set0(calls: int, sets: int) -> int:
     """At most ``calls``, one more than a multiple of the number of input sets, so the last call
     lands on set 0 (the set refreshed before timing, whose outputs are judged)."""
     return max(1, (calls - 1) // sets * sets + 1) if sets > 1 else max(1, calls)
+
+
+def _drawn(indices: list[int], count: int) -> list[int]:
+    """``count`` of ``indices`` drawn with ``secrets`` (all of them when there are no more)."""
+    pool = list(indices)
+    return pool if len(pool) <= count else [pool.pop(secrets.randbelow(len(pool))) for _ in range(count)]
 
 
 def _run_findings(run: RunReply) -> list[Finding]:

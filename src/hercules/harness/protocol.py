@@ -241,9 +241,15 @@ class CompareReply(Reply):
     ref_err: float | None  # the problem-dtype reference's own error against float64 (max over outputs)
     ok_kernelbench: bool  # within upstream KernelBench's atol = rtol = 1e-2
     ref_call_ms: float  # the reference's own forward, device-synchronised, on the host clock
+    # Of a burst's calls judged in full (drawn by the parent): their relative error against float64
+    # and the problem-dtype reference's own, for the precision floor.
+    strict_rel_err: float = 0.0
+    strict_ref_err: float | None = None
 
     @classmethod
     def _parse(cls, raw):
         return cls(correct=bool(raw["correct"]), max_abs_err=float(raw["max_abs_err"]), rel_err=float(raw["rel_err"]),
                    flags=tuple(raw["flags"]), problems=tuple(raw["problems"]), ref_err=raw["ref_err"],
-                   ok_kernelbench=bool(raw["ok_kernelbench"]), ref_call_ms=float(raw["ref_call_ms"]))
+                   ok_kernelbench=bool(raw["ok_kernelbench"]), ref_call_ms=float(raw["ref_call_ms"]),
+                   strict_rel_err=float(raw.get("strict_rel_err") or 0.0),
+                   strict_ref_err=None if raw.get("strict_ref_err") is None else float(raw["strict_ref_err"]))
