@@ -98,6 +98,18 @@ def test_list_json_on_the_built_in_suite():
     assert len(problems) >= 12
     assert all({"name", "level", "source"} <= set(p) for p in problems)
     assert {p["dtype"] for p in problems} >= {"float32", "bfloat16"}
+    matmul = next(p for p in problems if p["name"] == "matmul_fp32")  # 2048 x 1024 @ 1024 x 1024, fp32
+    assert matmul["sizes"]["flops"] == 2 * 2048 * 1024 * 1024 and matmul["sizes"]["error"] is None
+    assert matmul["sizes"]["input_bytes"] == (2048 + 1024) * 1024 * 4
+    assert matmul["sizes"]["output_bytes"] == 2048 * 1024 * 4 and matmul["sizes"]["param_bytes"] == 0
+
+
+def test_list_piped_is_the_whole_table_with_sizes():
+    result = hercules("list", str(ROOT / "src" / "hercules" / "suite" / "problems"))  # stdout is a pipe here
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if "matmul_fp32" in line]
+    assert len(rows) == 1 and len(rows[0]) > 80, result.stdout  # one row per problem, not folded at 80 columns
+    assert "4.29 GFLOP" in rows[0] and "8.39 MB" in rows[0] and "matmul_fp32.py" in rows[0]
 
 
 def test_help_has_examples():

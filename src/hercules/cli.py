@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from hercules.cli_common import eval_options as _eval_options
+from hercules.cli_common import evaluation_options, read_source, writable_folder
 from hercules.cli_common import fail as _fail
 from hercules.compile.cli import compile_command, generate_command
 from hercules.debug.cli import debug_group
@@ -23,6 +23,8 @@ from hercules.serve.cli import serve_command
 def _load_one_problem(path: str) -> Problem:
     from hercules.problems.loaders import load_source
 
+    if Path(path).is_dir():
+        _fail(f"{path}: is a folder; give one problem file (hercules list {path} shows what it holds)")
     try:
         loaded = load_source(path)
     except ProblemFormatError as exc:
@@ -33,108 +35,137 @@ def _load_one_problem(path: str) -> Problem:
 
 
 def _load_candidate(path: str, problem: str) -> Candidate:
-    file = Path(path)
-    if not file.is_file():
-        _fail(f"{path}: no such candidate file")
-    return Candidate(name=file.stem, code=file.read_text(), source=str(file), problem=problem)
+    code = read_source(path, "candidate")
+    return Candidate(name=Path(path).stem, code=code, source=str(path), problem=problem)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _OneLineErrors(click.Group):
+    """Every unusable input ends with one line on stderr and exit status 2, click's own usage
+    errors (a missing option, a bad choice) included, instead of a usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:  # a caller that handles click's exceptions itself
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx else "hercules"
+            message = exc.format_message().strip('"')  # a KeyError's text comes quoted
+            _fail(f"{message} (see {command} --help)")
+        except click.ClickException as exc:
+            click.echo(f"hercules: error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:  # Ctrl-C outside the commands that stop cleanly (before one started)
+            click.echo("hercules: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="hercules")
 def main() -> None:
     """Hercules: trustworthy evaluation and optimisation of LLM-written CUDA kernels.
 
+    Every example in every command's --help runs as written from the project's root, on the
+    built-in suite's files (src/hercules/suite).
+
     \b
     Examples:
-      hercules bench                                   # built-in suite, local device
-      hercules list path/to/KernelBench/level1 --json
-      hercules eval --problem P.py --candidate C.py --device cpu --json
+      hercules list src/hercules/suite/problems
+      hercules eval --problem src/hercules/suite/problems/mish_fp32.py --candidate src/hercules/suite/candidates/mish_fp32/torch_mish.py --json
+      hercules bench --filter mish                     # part of the built-in suite, local device
     """
 
 
 @main.command("list")
 @click.argument("source")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array, one object per problem.")
-def list_command(source: str, as_json: bool) -> None:
-    """List the problems in SOURCE.
+@click.option("--no-sizes", is_flag=True, help="Leave out the bytes and FLOPs (each costs a forward on the "
+              "meta device, up to a second; a large checkout lists faster without).")
+def list_command(source: str, as_json: bool, no_sizes: bool) -> None:
+    """List the problems in SOURCE with what each one costs before anything runs: bytes of its
+    inputs, parameters (and buffers) and outputs, and its FLOPs (counted matmuls, convolutions and
+    attention), from a forward on the meta device (no memory, no arithmetic).
 
     SOURCE is a problem file, a folder of them, a KernelBench checkout (or one of its level
     folders), a local Hugging Face dataset in the KernelBench layout, or a CUDA-L1 release file.
 
     \b
     Examples:
-      hercules list KernelBench/KernelBench --json
-      hercules list cuda_l1/h100.json --json
+      hercules list src/hercules/suite/problems
+      hercules list src/hercules/suite/problems/matmul_fp32.py --json
+      hercules list src/hercules/suite/problems --no-sizes
     """
+    from hercules.problems.footprint import FORWARD_LIMIT_S, sizes
     from hercules.problems.loaders import load_source, problem_summary
+    from hercules.report import formatting as fmt
 
     try:
         loaded = load_source(source)
     except ProblemFormatError as exc:
         _fail(str(exc))
-    summaries = [problem_summary(p) for p in loaded.problems]
+    summaries = []
+    for p in loaded.problems:
+        summary = problem_summary(p)
+        if not no_sizes:
+            summary["sizes"] = sizes(p.code, p.source)
+        summaries.append(summary)
     if as_json:
         click.echo(json.dumps(summaries))
         return
     from rich.console import Console
     from rich.table import Table
 
+    size_columns = () if no_sizes else ("inputs", "params", "outputs", "FLOPs")
     table = Table(title=f"{len(summaries)} problems ({loaded.kind})")
-    for column in ("level", "id", "name", "dtype", "source"):
-        table.add_column(column)
+    for column in ("level", "id", "name", "dtype", *size_columns, "source"):
+        table.add_column(column, overflow="fold", justify="right" if column in size_columns else "left")
     for s in summaries:
-        table.add_row(str(s.get("level") or ""), str(s.get("problem_id") or ""), s["name"], s.get("dtype", ""), s["source"])
-    console = Console()
+        row = [str(s.get("level") or ""), str(s.get("problem_id") or ""), s["name"], s.get("dtype", "")]
+        if not no_sizes:
+            z = s["sizes"]
+            row += [fmt.size(z["input_bytes"]), fmt.size(z["param_bytes"]), fmt.size(z["output_bytes"]),
+                    fmt.flops(z["flops"])]
+        table.add_row(*row, s["source"])
+    # Piped or redirected: the whole table, not cut at 80 columns as rich does off a terminal.
+    console = Console(width=None if sys.stdout.isatty() else 4096)
     console.print(table)
+    if not no_sizes:
+        console.print("FLOPs: matmuls, convolutions and attention as torch.utils.flop_counter counts them "
+                      "(elementwise and reduction work counts 0); params include buffers")
+    unknown = [s["name"] for s in summaries if not no_sizes and s["sizes"]["error"]]
+    if unknown:
+        console.print(f"sizes n/a for {len(unknown)}: the meta-device forward failed or ran past "
+                      f"{FORWARD_LIMIT_S:g} s ({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''})")
     for warning in loaded.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-
-
-_device_option = click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-                              help="Where to run; auto picks cuda when a GPU is present.")
-_trials_option = click.option("--trials", default=5, show_default=True, help="Correctness trials on fresh inputs.")
-_budget_option = click.option("--budget", default=0.3, show_default=True, help="Seconds of timed repetitions per measurement.")
-_baselines_option = click.option("--baselines", default=None,
-                                 help="Comma list of eager,compile,compile_reduce_overhead,cudagraph,expert (default: all the device supports; expert where the problem names its operation).")
-_no_timing_option = click.option("--no-timing", is_flag=True, help="Check correctness only.")
-_cache_option = click.option("--cache-dir", default=None, help="Build and baseline cache (default ~/.cache/hercules).")
-_tolerance_option = click.option(
-    "--tolerance", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True,
-    help="strict: Hercules' tolerances against the float64 truth, precision below the problem's dtype flagged; "
-         "kernelbench: upstream KernelBench's atol = rtol = 1e-2 decides correctness, to reproduce published "
-         "results (every verdict reports both).")
 
 
 @main.command("eval")
 @click.option("--problem", "problem_path", required=True, help="KernelBench-format problem file.")
 @click.option("--candidate", "candidate_path", required=True, help="File defining ModelNew.")
-@_device_option
-@_trials_option
-@_budget_option
-@_baselines_option
-@_no_timing_option
-@_cache_option
-@_tolerance_option
+@evaluation_options()
 @click.option("--artifacts", default=None, help="Keep sources, logs and verdict.json in this folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
-def eval_command(problem_path, candidate_path, device, trials, budget, baselines, no_timing, cache_dir, tolerance,
-                 artifacts, as_json):
+def eval_command(problem_path, candidate_path, evaluation, artifacts, as_json):
     """Evaluate one candidate against one problem.
 
-    Exit status 0 whenever an evaluation happened, whatever the verdict.
+    Exit status 0 whenever an evaluation happened, whatever the verdict; 2 with one line when the
+    inputs cannot be used.
 
     \b
     Examples:
-      hercules eval --problem relu.py --candidate relu_cuda.py --json
-      hercules eval --problem relu.py --candidate relu_triton.py --device cpu --baselines eager
+      hercules eval --problem src/hercules/suite/problems/mish_fp32.py --candidate src/hercules/suite/candidates/mish_fp32/torch_mish.py --json
+      hercules eval --problem src/hercules/suite/problems/rmsnorm_fp32.py --candidate src/hercules/suite/candidates/rmsnorm_fp32/triton_rows.py --baselines eager
+      hercules eval --problem src/hercules/suite/problems/mish_fp32.py --candidate src/hercules/suite/candidates/mish_fp32/torch_mish.py --tolerance kernelbench --no-timing
     """
     from hercules.harness.evaluate import evaluate
 
     problem = _load_one_problem(problem_path)
     candidate = _load_candidate(candidate_path, problem.name)
-    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir, tolerance)
+    options = evaluation
     if artifacts:
-        options = replace(options, artifacts_dir=Path(artifacts))
+        options = replace(options, artifacts_dir=writable_folder(artifacts, "--artifacts"))
     if as_json:
         verdict = evaluate(problem, candidate, options)
         click.echo(json.dumps(verdict.to_json()))
@@ -153,13 +184,7 @@ def eval_command(problem_path, candidate_path, device, trials, budget, baselines
 @click.argument("sources", nargs=-1)
 @click.option("--candidates", "candidates_dir", default=None,
               help="Folder with one sub-folder of candidate files per problem name.")
-@_device_option
-@_trials_option
-@_budget_option
-@_baselines_option
-@_no_timing_option
-@_cache_option
-@_tolerance_option
+@evaluation_options()
 @click.option("--run-dir", default=None, help="Resumable run folder (default runs/<timestamp>); rerun to resume.")
 @click.option("--jobs", default=None, type=click.IntRange(min=1), help="Parallel builds (default: CPU count).")
 @click.option("--eval-jobs", default=None, type=click.IntRange(min=1),
@@ -170,19 +195,22 @@ def eval_command(problem_path, candidate_path, device, trials, budget, baselines
                    "faster for many compiled candidates, but compilers then share the host with timings.")
 @click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def bench_command(sources, candidates_dir, device, trials, budget, baselines, no_timing, cache_dir, tolerance, run_dir,
-                  jobs, eval_jobs, pipeline, name_filter, as_json):
+def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs, pipeline, name_filter, as_json):
     """Evaluate problems x candidates into a run folder, a SQLite store and reports.
 
     With no SOURCES: the built-in suite with its example candidates on the local device.
 
+    Ctrl-C (SIGINT) or SIGTERM stops it within seconds: the evaluations in flight are dropped (never
+    recorded as the candidate's failure), the finished ones reported, exit status 130 (143); the
+    same --run-dir resumes. The whole suite takes about 5 minutes alone on a 2-core CPU machine
+    (several times that beside other work); --filter picks a few problems.
+
     \b
     Examples:
-      hercules bench
-      hercules bench --run-dir runs/nightly            # resume after a kill
-      hercules bench KernelBench/level1 --candidates my_kernels/ --device cuda
-      hercules bench cuda_l1/h100.json                 # CUDA-L1 records carry their candidates
-      hercules bench my_problems/ --candidates gen/ --pipeline --eval-jobs 3   # many load_inline builds
+      hercules bench                                   # the built-in suite with its example candidates
+      hercules bench --filter mish --run-dir runs/mish # rerun the same command to resume after a stop
+      hercules bench src/hercules/suite/problems --candidates src/hercules/suite/candidates --filter fp32
+      hercules bench src/hercules/suite/problems --candidates src/hercules/suite/candidates --filter rmsnorm --pipeline --eval-jobs 2
     """
     from hercules.harness.batch import run_bench
     from hercules.report.bench import collect_items, print_summary, write_reports
@@ -192,9 +220,10 @@ def bench_command(sources, candidates_dir, device, trials, budget, baselines, no
     except ProblemFormatError as exc:
         _fail(str(exc))
     if not items:
-        _fail("no problem has a candidate to evaluate")
-    options = _eval_options(device, trials, budget, baselines, no_timing, cache_dir, tolerance)
-    folder = Path(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
+        _fail("no problem has a candidate to evaluate" + (f" (none matches --filter {name_filter})" if name_filter
+                                                          else ""))
+    options = evaluation
+    folder = writable_folder(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"), "--run-dir")
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -35,7 +35,9 @@ def _load(preset: str | None, checkpoint: str | None, device: str, dtype: str, s
 
 def _device(device: str | None) -> str:
     if device:
-        return device
+        from hercules.cli_common import check_device
+
+        return check_device(device)  # one line for a GPU that is not here, not torch's assertion
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -100,14 +102,21 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
 @click.option("--top-k", default=None, type=int)
 @click.option("--top-p", default=None, type=float)
 @click.option("--bandwidth-gbs", default=4240.0, show_default=True, type=float,
-              help="device copy rate for the weights-read roofline (DESIGN.md: H200 4,240 GB/s)")
+              help="device copy rate for the weights-read roofline (the H200's measured 4,240 GB/s; "
+                   "benchmarks/results/h200_decode.md)")
 @click.option("--fidelity", is_flag=True,
               help="teacher-forced KL against a float32 copy of the model, for Hercules and for HF in the same "
                    "dtype, and the gate (kl_hercules <= kl_hf); the copy takes 4 bytes a parameter while it runs")
 def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, languages, cache_dir, no_cache,
                  max_seq_len, seed, threads, as_json, llm_base_url, llm_model, exact, new_tokens, prompt_len,
                  compare_eager, sample, temperature, top_k, top_p, bandwidth_gbs, fidelity):
-    """Decode with the compiled model (random prompt), optionally against HF eager."""
+    """Decode with the compiled model (random prompt), optionally against HF eager.
+
+    \b
+    Examples:
+      hercules generate --preset tiny-llama --device cpu --new-tokens 32 --compare-eager --json
+      hercules generate --preset tiny-qwen3 --device cpu --exact --new-tokens 16
+    """
     _setup(threads, as_json)
     device = _device(device)
     model, name = _load(preset, checkpoint, device, dtype, seed)
@@ -202,7 +211,13 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
 @_common
 def compile_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, languages, cache_dir, no_cache,
                 max_seq_len, seed, threads, as_json, llm_base_url, llm_model, exact):
-    """Compile a preset or checkpoint and print the plan (per region: implementation, why, times)."""
+    """Compile a preset or checkpoint and print the plan (per region: implementation, why, times).
+
+    \b
+    Examples:
+      hercules compile --preset tiny-llama --device cpu --json
+      hercules compile --preset tiny-qwen3 --device cpu --advisor none
+    """
     _setup(threads, as_json)
     device = _device(device)
     model, name = _load(preset, checkpoint, device, dtype, seed)

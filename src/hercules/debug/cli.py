@@ -30,8 +30,15 @@ from pathlib import Path
 
 import click
 
+from hercules.cli_common import evaluation_options
 from hercules.debug.corpus import CorpusError, default_corpus_dir, load_corpus
 from hercules.debug.interrupt import exit_stopped, stop_on_signals
+
+
+# The evaluation group (hercules.cli_common) less what the benchmark fixes for every attempt so
+# that attempts, reproductions and their cache compare alike: eager as the one baseline, the
+# strict tolerance, timing on, the core's default trials.
+_evaluation_flags = evaluation_options(exclude=("trials", "baselines", "no_timing", "tolerance"))
 
 
 def _corpus_option(f):
@@ -68,7 +75,17 @@ def _load(corpus_dir, family, category, difficulty, task, limit):
 
 @click.group("debug")
 def debug_group():
-    """CUDA debugging benchmark: real failing workspaces, native build/test, classifier, pass@k(M,C,A)."""
+    """CUDA debugging benchmark: real failing workspaces, native build/test, classifier, pass@k(M,C,A).
+
+    The corpus defaults to the vendored corpora/cudabeaver (or shared/ beside the project).
+
+    \b
+    Examples:
+      hercules debug list --category compile_error
+      hercules debug validate --category compile_error --device cpu --limit 2
+      hercules debug run --fixer null --category compile_error --device cpu --limit 2 --out runs/debug1 --json
+      hercules debug report runs/debug1
+    """
 
 
 @debug_group.command("list")
@@ -76,7 +93,13 @@ def debug_group():
 @_filters
 @click.option("--json", "as_json", is_flag=True)
 def list_command(corpus_dir, family, category, difficulty, task, limit, as_json):
-    """List (and validate) the corpus instances."""
+    """List (and validate) the corpus instances.
+
+    \b
+    Examples:
+      hercules debug list --category compile_error
+      hercules debug list --limit 5 --json
+    """
     load, instances = _load(corpus_dir, family, category, difficulty, task, limit)
     rows = [{"task_id": i.task_id, "family": i.family, "category": i.category, "difficulty": i.difficulty,
              "kind": i.kind, "solution_file": i.solution_file} for i in instances]
@@ -145,17 +168,18 @@ def _reproductions(instances, tc, opts, jobs, gpu_lock=None):
     return reproduce_all(instances, tc, opts, cache, jobs, progress, gpu_lock)
 
 
-def _toolchain_and_options(device, build_timeout, test_timeout, budget):
+def _toolchain_and_options(evaluation, build_timeout, test_timeout):
     from hercules.debug.attempt import RunOptions
     from hercules.debug.toolchain import toolchain
-    from hercules.harness.build import default_cache_dir
 
-    cache = default_cache_dir()
+    device, cache = evaluation.device, evaluation.cache_dir
+    if device not in ("auto", "cpu", "cuda"):
+        raise click.UsageError(f"--device {device}: the debugging benchmark takes auto, cpu or cuda")
     tc = toolchain(device, cache)
     if device == "cuda" and not tc.gpu_present:
         raise click.UsageError("--device cuda: no GPU found")
     return tc, RunOptions(device=device, build_timeout_s=build_timeout, test_timeout_s=test_timeout,
-                          timing_budget_s=budget, cache_dir=cache)
+                          timing_budget_s=evaluation.timing_budget_s, cache_dir=cache)
 
 
 def validation_summary(load, reproductions, tc) -> dict:
@@ -170,22 +194,27 @@ def validation_summary(load, reproductions, tc) -> dict:
 @debug_group.command("validate")
 @_corpus_option
 @_filters
-@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True)
+@_evaluation_flags
 @click.option("--jobs", type=int, default=2, show_default=True, help="instances validated in parallel")
 @click.option("--build-timeout", type=float, default=300.0, show_default=True)
 @click.option("--test-timeout", type=float, default=180.0, show_default=True)
-@click.option("--budget", type=float, default=0.3, show_default=True, help="core timing budget per candidate, s")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def validate_command(corpus_dir, family, category, difficulty, task, limit, device, jobs, build_timeout,
-                     test_timeout, budget, as_json):
+def validate_command(corpus_dir, family, category, difficulty, task, limit, evaluation, jobs, build_timeout,
+                     test_timeout, as_json):
     """Reproduce each instance: its broken file and its reference through the instance's own build
-    and test commands on this device, compared with its label (cached per instance and toolchain)."""
-    if jobs < 1 or build_timeout <= 0 or test_timeout <= 0 or budget <= 0:
-        raise click.UsageError("--jobs, --build-timeout, --test-timeout and --budget must be positive")
+    and test commands on this device, compared with its label (cached per instance and toolchain).
+
+    \b
+    Examples:
+      hercules debug validate --category compile_error --device cpu --limit 2 --json
+      hercules debug validate --task cuda_104__compile_error__f8160fc8 --device cpu
+    """
+    if jobs < 1 or build_timeout <= 0 or test_timeout <= 0:
+        raise click.UsageError("--jobs, --build-timeout and --test-timeout must be positive")
     load, instances = _load(corpus_dir, family, category, difficulty, task, limit)
     if not instances:
         raise click.UsageError("no instance matches the filters")
-    tc, opts = _toolchain_and_options(device, build_timeout, test_timeout, budget)
+    tc, opts = _toolchain_and_options(evaluation, build_timeout, test_timeout)
     with stop_on_signals() as stop:  # a stop keeps the finished (cached) ones and reports them
         summary = validation_summary(load, _reproductions(instances, tc, opts, jobs), tc)
         if as_json:
@@ -209,13 +238,12 @@ def validate_command(corpus_dir, family, category, difficulty, task, limit, devi
 @click.option("--protocol", "protocol_specs", multiple=True, default=("n=1,iter=1,fb=log,p=0.7",),
               show_default=True, help="n=,iter=,fb=none|code|log|evidence|profile,hist=,T=,seed=,p= (repeatable)")
 @click.option("--k", "ks", multiple=True, type=int, default=(1,), show_default=True, help="pass@k for these k")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True)
+@_evaluation_flags
 @click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="run directory (default runs/debug-<timestamp>); the same one resumes")
 @click.option("--jobs", type=int, default=2, show_default=True, help="trajectories (builds) in parallel")
 @click.option("--build-timeout", type=float, default=300.0, show_default=True)
 @click.option("--test-timeout", type=float, default=180.0, show_default=True)
-@click.option("--budget", type=float, default=0.3, show_default=True, help="core timing budget per candidate, s")
 @click.option("--base-url", default=None, help="http fixer: OpenAI-compatible base URL (or HERCULES_LLM_BASE_URL)")
 @click.option("--model", default=None, help="http fixer: model name (or HERCULES_LLM_MODEL)")
 @click.option("--api-key", default=None, help="http fixer: API key (or HERCULES_LLM_API_KEY)")
@@ -225,10 +253,21 @@ def validate_command(corpus_dir, family, category, difficulty, task, limit, devi
               help="run every attempt, even one that is exactly a run the reproduction made (same file, "
                    "instance, toolchain, device and options), whose outcome is otherwise taken")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (summary) on stdout")
-def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_names, protocol_specs, ks, device,
-                run_dir, jobs, build_timeout, test_timeout, budget, base_url, model, api_key, score_all, no_reuse,
+def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_names, protocol_specs, ks, evaluation,
+                run_dir, jobs, build_timeout, test_timeout, base_url, model, api_key, score_all, no_reuse,
                 as_json):
-    """Run fixers over the corpus under one or more protocols; write RUN/summary.json and reports."""
+    """Run fixers over the corpus under one or more protocols; write RUN/summary.json and reports.
+
+    Ctrl-C (SIGINT) or SIGTERM stops it within seconds (exit status 130 or 143); the same --out
+    resumes.
+
+    \b
+    Examples:
+      hercules debug run --fixer null --category compile_error --device cpu --limit 2 --out runs/debug1 --json
+      hercules debug run --fixer replay --fixer null --protocol n=1,iter=1 --device cpu --limit 2
+      hercules debug report runs/debug1
+    """
+    device = evaluation.device
     from hercules.debug.protocol import Protocol
     from hercules.debug.report import summarise
     from hercules.debug.runner import Benchmark
@@ -240,14 +279,14 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
         raise click.UsageError(f"--protocol: {exc}") from None
     if any(k < 1 for k in ks):
         raise click.UsageError("--k must be >= 1")
-    if jobs < 1 or build_timeout <= 0 or test_timeout <= 0 or budget <= 0:
-        raise click.UsageError("--jobs, --build-timeout, --test-timeout and --budget must be positive")
+    if jobs < 1 or build_timeout <= 0 or test_timeout <= 0:
+        raise click.UsageError("--jobs, --build-timeout and --test-timeout must be positive")
     load, instances = _load(corpus_dir, family, category, difficulty, task, limit)
     if not instances:
         raise click.UsageError("no instance matches the filters")
     fixers = _fixers(fixer_names, base_url, model, api_key)
     run_dir = run_dir or Path("runs") / f"debug-{datetime.now():%Y%m%d-%H%M%S}"
-    tc, opts = _toolchain_and_options(device, build_timeout, test_timeout, budget)
+    tc, opts = _toolchain_and_options(evaluation, build_timeout, test_timeout)
     store = DebugStore(run_dir)
     write_json_atomic(run_dir / "run.json", {
         "corpus": str(load.root), "fixers": list(fixers), "protocols": [p.describe() for p in protocols],
@@ -367,7 +406,13 @@ def _exit_stopped() -> None:
 def report_command(run_dir, corpus_dir, ks, rescore, from_rounds, score_all, as_json):
     """Print (and rewrite) the report of an existing run directory. A run cut short (no summary, or
     a partial one) is summarised from the rounds it stored; the report says how many trajectories
-    were not finished."""
+    were not finished.
+
+    \b
+    Examples (after the debug run example):
+      hercules debug report runs/debug1
+      hercules debug report runs/debug1 --rescore --json
+    """
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text()) if path.is_file() else None
     if from_rounds:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hercules.cli_common import eval_options
+from hercules.cli_common import evaluation_options, read_source
 from hercules.cli_common import fail as _fail
 from hercules.interrupt import exit_stopped, run_until_stopped, signal_name, stop_on_signals
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
@@ -41,7 +41,8 @@ def _seeds(folder: str | None, problems: list[Problem]) -> dict[str, list[Candid
     root = Path(folder)
     if not root.is_dir():
         raise ProblemFormatError(f"{folder}: no such candidates folder")
-    return {p.name: [Candidate(f.stem, f.read_text(), str(f), p.name) for f in sorted((root / p.name).glob("*.py"))]
+    return {p.name: [Candidate(f.stem, read_source(f, "seed candidate"), str(f), p.name)
+                     for f in sorted((root / p.name).glob("*.py"))]
             for p in problems if (root / p.name).is_dir()}
 
 
@@ -103,11 +104,8 @@ def _check_resume(store, problems: list[Problem]) -> None:
 @click.option("--gpu-minutes", default=None, type=float, help="Stop the run after this many minutes of evaluation.")
 @click.option("--patience", default=None, type=int, help="Stop a problem after this many rounds without a new best.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the exemplar sampling.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
-@click.option("--trials", default=5, show_default=True, help="Correctness trials per evaluation.")
-@click.option("--budget", "timing_budget", default=0.3, show_default=True, help="Seconds of timed repetitions per measurement.")
-@click.option("--baselines", default=None, help="Comma list of eager,compile,compile_reduce_overhead,cudagraph,expert (default: all).")
-@click.option("--cache-dir", default=None, help="Build and baseline cache (default ~/.cache/hercules).")
+# Every evaluation flag but --no-timing: variants are ranked by their measured speedups.
+@evaluation_options(exclude=("no_timing",), check_present="ray_address")
 @click.option("--workers", default=None, type=int, help="Evaluations at once (default: the executor's).")
 @click.option("--ray-address", default=None, help="Evaluate on a Ray cluster ('local' starts one).")
 @click.option("--out", "out", default=None, help="Run folder (default runs/optimize-<time>); rerun to resume.")
@@ -115,32 +113,30 @@ def _check_resume(store, problems: list[Problem]) -> None:
 @click.pass_context
 def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates_dir, backend, replay, base_url, model, api_key,
                      temperature, top_p, max_tokens, concurrency, rps, llm_timeout, llm_retries, rounds, samples,
-                     exemplars, exemplar_temperature, objective, token_budget, gpu_minutes, patience, seed, device,
-                     trials, timing_budget, baselines, cache_dir, workers, ray_address, out, as_json):
+                     exemplars, exemplar_temperature, objective, token_budget, gpu_minutes, patience, seed, evaluation,
+                     workers, ray_address, out, as_json):
     """Make problems faster with a model: contrastive, score-annotated rounds over a pool of
     evaluated variants. Only an `ok` verdict without flags can be the best.
 
+    Ctrl-C (SIGINT) or SIGTERM stops it within seconds: model calls and evaluations in flight are
+    dropped, finished variants kept and reported, exit status 130 (143); the same --out resumes.
+
     \b
-    Examples:
-      hercules optimize --problem P.py --base-url http://127.0.0.1:8000/v1 --model M --rounds 3 --json
-      hercules optimize --source suite --filter fp32 --model M --samples 4 --out runs/opt1   # rerun to resume
-      hercules optimize --backend replay --replay cuda_l1/h100.json --rounds 1 --samples 1
-      hercules optimize export-failures runs/opt1 --corpus corpus/
+    Examples (the first two need an OpenAI-compatible server; the replay ones run as written):
+      hercules optimize --problem src/hercules/suite/problems/mish_fp32.py --base-url http://127.0.0.1:8000/v1 --model M --rounds 3 --json
+      hercules optimize --source suite --filter fp32 --base-url http://127.0.0.1:8000/v1 --model M --samples 4 --out runs/opt1
+      hercules optimize --source suite --filter mish --backend replay --replay src/hercules/suite/candidates --rounds 2 --samples 1 --out runs/opt-replay
+      hercules optimize export-failures runs/opt-replay --corpus runs/debug-corpus
     """
     if ctx.invoked_subcommand is not None:
         return
     from hercules.optimize.budget import Budget
 
-    for name, value in (("--rounds", rounds), ("--samples", samples), ("--exemplars", exemplars), ("--trials", trials)):
+    for name, value in (("--rounds", rounds), ("--samples", samples), ("--exemplars", exemplars)):
         if value < 1:
             _fail(f"{name} must be at least 1")
-    if timing_budget <= 0 or exemplar_temperature <= 0:
-        _fail("--budget and --exemplar-temperature must be positive")
-    if device == "cuda" and not ray_address:
-        import torch
-
-        if not torch.cuda.is_available():
-            _fail("--device cuda: no CUDA device is present (use --device cpu, or --ray-address for a GPU cluster)")
+    if exemplar_temperature <= 0:
+        _fail("--exemplar-temperature must be positive")
     try:
         problems = _problems(problem_paths, sources, name_filter)
         if not problems and backend == "replay" and replay:
@@ -157,7 +153,7 @@ def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates
         chosen = _backend(backend, replay, problems, samples, llm)
     except ProblemFormatError as exc:
         _fail(str(exc))
-    options = eval_options(device, trials, timing_budget, baselines, cache_dir=cache_dir)
+    options = evaluation
     budget = Budget(rounds=rounds, max_tokens=token_budget, gpu_minutes=gpu_minutes, patience=patience)
     run_dir = Path(out or Path("runs") / datetime.now().strftime("optimize-%Y%m%d-%H%M%S"))
     summary = _run(problems, seeds, chosen, options, budget, run_dir, ray_address, workers,
@@ -299,8 +295,9 @@ def export_failures_command(run_dir, corpus, statuses, as_json):
     """Turn the failing variants of an optimisation run into debugging-benchmark instances.
 
     \b
-    Example:
-      hercules optimize export-failures runs/opt1 --corpus corpus/
+    Examples (after the replay example of hercules optimize --help):
+      hercules optimize export-failures runs/opt-replay --corpus runs/debug-corpus
+      hercules optimize export-failures runs/opt-replay --corpus runs/debug-corpus --status incorrect --json
     """
     from hercules.optimize.export import export_failures
 

@@ -108,3 +108,12 @@ def footprint(code: str, name: str, forward: bool = False, limit_s: float = FORW
             return Footprint(name, inputs, weights, tensor_bytes(outputs), int(counter.get_total_flops()))
     except Exception as exc:  # noqa: BLE001 - any failure only means "cost unknown"
         return Footprint(name, inputs, weights, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
+
+
+def sizes(code: str, name: str, limit_s: float = FORWARD_LIMIT_S) -> dict[str, Any]:
+    """What ``hercules list`` shows of a problem before anything runs for real: bytes of its inputs,
+    parameters (and buffers) and outputs, and its FLOPs, from one meta forward (None where unknown,
+    with the reason in ``error``)."""
+    found = footprint(code, name, forward=True, limit_s=limit_s)
+    return {"input_bytes": found.input_bytes, "param_bytes": found.weight_bytes, "output_bytes": found.output_bytes,
+            "flops": found.flops, "error": found.error}

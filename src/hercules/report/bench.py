@@ -22,9 +22,19 @@ from hercules.report.stats import Row, summarize
 from hercules.suite.catalog import suite_candidate_paths, suite_problem_paths
 
 
+def _source(path: Path) -> str:
+    """A candidate file's text; ProblemFormatError (one line) for one that is not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProblemFormatError(f"{path}: not a candidate source file (not UTF-8 text: {exc.reason})") from None
+    except OSError as exc:
+        raise ProblemFormatError(f"{path}: cannot read the candidate file ({exc.strerror})") from None
+
+
 def _candidates_in(folder: Path, problem: str) -> list[Candidate]:
-    return [Candidate(name=p.stem, code=p.read_text(), source=str(p), problem=problem)
-            for p in sorted((folder / problem).glob("*.py"))]
+    return [Candidate(name=p.stem, code=_source(p), source=str(p), problem=problem)
+            for p in sorted((folder / problem).glob("*.py")) if p.is_file()]
 
 
 def collect_items(sources: Sequence[str], candidates_dir: str | None, name_filter: str | None) -> list[BenchItem]:

@@ -87,3 +87,23 @@ def expert_label(expert: dict | None) -> str:
         return MISSING
     version = f" {chosen['version']}" if chosen.get("version") else ""
     return f"{chosen['name']} ({chosen['distribution']}{version})"
+
+
+def size(n: int | None) -> str:
+    """Bytes in decimal units: 6_400_000_000 -> '6.4 GB', 4096 -> '4.1 kB'."""
+    if n is None:
+        return MISSING
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def flops(n: int | None) -> str:
+    """A FLOP count: 8.6e9 -> '8.6 GFLOP'; 0 -> '0' (no counted matmul, convolution or attention)."""
+    if n is None:
+        return MISSING
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return str(n)

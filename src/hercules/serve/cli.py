@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import click
+
+from hercules.cli_common import evaluation_options, fail
 
 from hercules.interrupt import exit_stopped, signal_name, stop_on_signals
 from hercules.reward import BASELINES, TRANSFORMS
@@ -12,8 +15,7 @@ from hercules.reward import BASELINES, TRANSFORMS
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
-@click.option("--port", default=8700, show_default=True, type=int)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--port", default=8700, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--workers", type=int, default=None,
               help="Evaluations at once (local: default two per GPU; Ray on CPU: number of actors).")
 @click.option("--ray-address", default=None, help="Evaluate on a Ray cluster (one actor per GPU); 'local' "
@@ -27,10 +29,8 @@ from hercules.reward import BASELINES, TRANSFORMS
 @click.option("--queue-size", default=256, show_default=True, type=int, help="Submissions waiting at most.")
 @click.option("--admission-timeout", default=30.0, show_default=True, type=float,
               help="Seconds a submission waits for room in a full queue before HTTP 429.")
-@click.option("--budget", default=0.3, show_default=True, type=float, help="Timing budget per measurement (s).")
-@click.option("--trials", default=5, show_default=True, type=int, help="Correctness trials on fresh inputs.")
-@click.option("--baselines", default=None, help="Comma-separated baselines to time (default: all the device "
-              "has; CPU: eager).")
+# Every evaluation flag but --no-timing: a reward is a speedup.
+@evaluation_options(exclude=("no_timing",), check_present="ray_address")
 @click.option("--reward-transform", type=click.Choice(TRANSFORMS), default="log", show_default=True)
 @click.option("--reward-baseline", type=click.Choice(BASELINES), default="eager", show_default=True,
               help="Which speedup the reward is computed from.")
@@ -41,8 +41,8 @@ from hercules.reward import BASELINES, TRANSFORMS
               help="Reward of incorrect, failing or code-less submissions.")
 @click.option("--flagged-penalty", default=-1.0, show_default=True, type=float,
               help="Reward of correct submissions that an anti-hacking check flagged.")
-def serve_command(host, port, device, workers, ray_address, retries, cache_path, no_cache, queue_size,
-                  admission_timeout, budget, trials, baselines, reward_transform, reward_baseline, normalize,
+def serve_command(host, port, workers, ray_address, retries, cache_path, no_cache, queue_size,
+                  admission_timeout, evaluation, reward_transform, reward_baseline, normalize,
                   clip_min, clip_max, incorrect_penalty, flagged_penalty) -> None:
     """Serve verdicts and rewards over HTTP for RL trainers.
 
@@ -50,35 +50,41 @@ def serve_command(host, port, device, workers, ray_address, retries, cache_path,
     code, or a model's completion to extract it from); get back the verdict and a reward. Batches go
     to /v1/evaluate/batch; /health and /metrics report the queue, latency and cache hits.
 
+    Every error is one JSON line ({"error": ...}). Ctrl-C (SIGINT) or SIGTERM stops it within
+    seconds: evaluations in flight are killed and answered as lost (nothing of them cached), exit
+    status 130 (143).
+
     \b
     Examples:
       hercules serve --port 8700
-      hercules serve --device cpu --workers 2 --budget 0.05 --trials 2
-      hercules serve --ray-address auto --reward-baseline best --normalize --clip-min -3 --clip-max 3
-      curl -s localhost:8700/v1/evaluate -d '{"problem": "mish_fp32", "candidate": "..."}'
+      hercules serve --device cpu --workers 2 --budget 0.05 --trials 2 --cache runs/serve/verdicts.sqlite
+      hercules serve --ray-address local --reward-baseline best --normalize --clip-min -3 --clip-max 3
+      python -c 'import json; print(json.dumps({"problem": "mish_fp32", "candidate": open("src/hercules/suite/candidates/mish_fp32/torch_mish.py").read()}))' | curl -s localhost:8700/v1/evaluate -d @-
     """
-    from hercules.cli_common import baseline_list, fail
     from hercules.executor import make_executor
     from hercules.reward import RewardConfig
     from hercules.serve.app import run_server
     from hercules.serve.service import build_service
 
-    if budget <= 0 or trials < 1 or queue_size < 1:
-        fail("--budget must be positive, --trials and --queue-size at least 1")
+    if queue_size < 1:
+        fail("--queue-size must be at least 1")
+    if workers is not None and workers < 1:
+        fail("--workers must be at least 1")
     try:
         reward = RewardConfig(transform=reward_transform, baseline=reward_baseline, normalize=normalize,
                               clip_min=clip_min, clip_max=clip_max, incorrect_penalty=incorrect_penalty,
                               flagged_penalty=flagged_penalty)
-        executor = make_executor(ray_address=ray_address, device=device, workers=workers, retries=retries)
+        executor = make_executor(ray_address=ray_address, device=evaluation.device, workers=workers, retries=retries)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
-    names = baseline_list(baselines)
     if cache_path is None:
-        from hercules.harness.build import default_cache_dir
-
-        cache_path = default_cache_dir() / "serve-verdicts.sqlite"
-    service = build_service(executor, reward=reward, cache_path=None if no_cache else cache_path, budget_s=budget,
-                            trials=trials, baselines=names, queue_size=queue_size, admission_timeout_s=admission_timeout)
+        cache_path = evaluation.cache_dir / "serve-verdicts.sqlite"
+    try:
+        service = build_service(executor, reward=reward, cache_path=None if no_cache else cache_path,
+                                queue_size=queue_size, admission_timeout_s=admission_timeout, base=evaluation)
+    except (OSError, sqlite3.Error) as exc:
+        executor.close()
+        fail(f"--cache {cache_path}: cannot open the verdict cache ({exc})")
     click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
                f"({executor.capacity} at once), cache {'off' if no_cache else cache_path}", err=True)
     # SIGINT/SIGTERM: evaluations in flight killed and answered as lost (nothing cached), exit

@@ -49,21 +49,27 @@ REQUEST_OPTIONS = {"trials": int, "timing_budget_s": float, "warmup_s": float, "
 
 
 def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: int = 5,
-                    baselines: tuple[str, ...] | None = None) -> EvalOptions:
-    """The server's evaluation options. On the CPU only eager is timed beside each submission
-    (compiling the other baselines takes minutes there); on a GPU every baseline (cached per problem)."""
+                    baselines: tuple[str, ...] | None = None, base: EvalOptions | None = None) -> EvalOptions:
+    """The server's evaluation options: ``base`` (the command line's evaluation flags) or the given
+    budget, trials and baselines. On the CPU only eager is timed beside each submission (compiling
+    the other baselines takes minutes there); on a GPU every baseline (cached per problem). The
+    device is the executor's slot's."""
+    if base is not None:
+        budget_s, trials, baselines = base.timing_budget_s, base.trials, base.baselines
     if baselines is None and executor.devices[0].endswith("cpu"):
         baselines = ("eager",)
-    return EvalOptions(device="auto", trials=trials, timing_budget_s=budget_s, warmup_s=min(0.05, budget_s / 4),
-                       baselines=baselines)
+    return replace(base or EvalOptions(), device="auto", trials=trials, timing_budget_s=budget_s,
+                   warmup_s=min(0.05, budget_s / 4), baselines=baselines)
 
 
 def build_service(executor: EvalExecutor, *, reward: RewardConfig | None = None, cache_path: Path | None = None,
                   budget_s: float = 0.3, trials: int = 5, baselines: tuple[str, ...] | None = None,
-                  queue_size: int = 256, admission_timeout_s: float = 30.0) -> RewardService:
-    """The service as the CLI and the in-process trainer backend run it (no cache without a path)."""
+                  queue_size: int = 256, admission_timeout_s: float = 30.0,
+                  base: EvalOptions | None = None) -> RewardService:
+    """The service as the CLI and the in-process trainer backend run it (no cache without a path);
+    ``base``: evaluation options from the command line, in place of budget, trials and baselines."""
     return RewardService(executor, options=default_options(executor, budget_s=budget_s, trials=trials,
-                                                           baselines=baselines),
+                                                           baselines=baselines, base=base),
                          reward=reward, cache=VerdictCache(cache_path) if cache_path is not None else None,
                          queue_size=queue_size, admission_timeout_s=admission_timeout_s)
 

@@ -1,0 +1,147 @@
+"""Every unusable input to every command ends as one line on stderr and exit status 2, nothing on
+stdout: a table walked through real ``hercules`` subprocesses. (The HTTP routes of ``serve`` have
+their own table in tests/serve/test_serve_interrupt.py.) And every command's --help examples
+name files that exist and parse as written, from the project's root."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import torch
+
+from hercules.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM = "src/hercules/suite/problems/mish_fp32.py"
+CANDIDATE = "src/hercules/suite/candidates/mish_fp32/torch_mish.py"
+NO_GPU = not torch.cuda.is_available()
+
+
+def hercules(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-m", "hercules.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bad") / "binary.py"
+    path.write_bytes(bytes(range(256)) * 8)
+    return path
+
+
+# (command line, with {binary} for a binary file, and text the one line must hold)
+CASES = [
+    ("eval --problem {P} --candidate {binary}", "not UTF-8 text"),
+    ("eval --problem {P} --candidate src", "is a folder"),
+    ("eval --problem {P} --candidate missing.py", "no such candidate file"),
+    ("eval --problem {binary} --candidate {C}", "not UTF-8 text"),
+    ("eval --problem src --candidate {C}", "is a folder"),
+    ("eval --problem {P}", "Missing option '--candidate'"),
+    ("eval --problem {P} --candidate {C} --device tpu", "use auto, cpu, cuda or cuda:N"),
+    ("eval --problem {P} --candidate {C} --trials 0", "--trials"),
+    ("eval --problem {P} --candidate {C} --budget -1", "--budget"),
+    ("eval --problem {P} --candidate {C} --budget abc", "not a valid float"),
+    ("eval --problem {P} --candidate {C} --baselines eagre", "unknown baselines eagre"),
+    ("eval --problem {P} --candidate {C} --tolerance loose", "--tolerance"),
+    ("eval --problem {P} --candidate {C} --cache-dir README.md", "is a file, not a folder"),
+    ("eval --problem {P} --candidate {C} --artifacts README.md", "is a file, not a folder"),
+    ("bench missing_folder", "no such file or folder"),
+    ("bench --filter no_such_problem", "none matches --filter"),
+    ("bench {P} --candidates missing_folder", "no such candidates folder"),
+    ("bench --run-dir README.md --filter mish", "is a file, not a folder"),
+    ("bench --eval-jobs 0", "--eval-jobs"),
+    ("list missing_folder", "no such file or folder"),
+    ("list {binary}", "not UTF-8 text"),
+    ("optimize --problem {binary}", "not UTF-8 text"),
+    ("optimize --problem {P} --backend replay", "needs --replay"),
+    ("optimize --problem {P} --rounds 0", "--rounds"),
+    ("serve --port 70000", "--port"),
+    ("serve --cache src", "is a directory"),
+    ("serve --workers 0", "--workers"),
+    ("debug run --corpus missing_folder", "does not exist"),
+    ("debug run --protocol n=x", "--protocol"),
+    ("debug validate --jobs 0", "--jobs"),
+    ("generate --preset no_such_model --device cpu", "unknown preset"),
+    ("no_such_command", "No such command"),
+]
+if NO_GPU:  # a GPU asked for on a machine without one: the one line names it, not torch's assertion
+    CASES += [(f"{command} --device cuda", "no CUDA device")
+              for command in ("eval --problem {P} --candidate {C}", "bench --filter mish", "optimize --problem {P}",
+                              "serve", "debug run", "compile --preset tiny-llama")]
+
+
+@pytest.mark.parametrize("command, message", CASES, ids=[c for c, _ in CASES])
+def test_an_unusable_input_is_one_line_and_exit_2(command, message, binary):
+    args = shlex.split(command.format(P=PROBLEM, C=CANDIDATE, binary=binary))
+    result = hercules(*args)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hercules: error:"), result.stderr[-2000:]
+    assert message in lines[0], lines[0]
+
+
+# ---- --help examples ------------------------------------------------------------------------------
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = [(prefix, group)]
+    for name, command in getattr(group, "commands", {}).items():
+        found += _commands(command, (*prefix, name)) if isinstance(command, click.Group) else [((*prefix, name), command)]
+    return found
+
+
+COMMANDS = _commands(main)
+
+
+def _examples(command: click.Command) -> list[list[str]]:
+    """The command lines under 'Examples' of a command's help (comments and pipes cut off)."""
+    text = command.help or ""
+    block = text.split("Examples", 1)[1] if "Examples" in text else ""
+    lines = []
+    for line in block.splitlines():
+        line = line.strip()
+        if line.startswith("hercules "):
+            line = re.split(r"\s+#\s", line)[0].split(" | ")[0]
+            lines.append(shlex.split(line)[1:])
+    return lines
+
+
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(p) or "hercules" for p, _ in COMMANDS])
+def test_every_command_has_examples_that_parse_and_name_files_that_exist(path, command):
+    examples = _examples(command)
+    assert examples, f"hercules {' '.join(path)} --help has no examples"
+    assert "DESIGN.md" not in (command.help or "") + "".join(p.help or "" for p in command.params
+                                                             if isinstance(p, click.Option))
+    for args in examples:
+        for word in args:  # every file or folder named by the examples is in the project
+            if word.startswith("src/") or word.endswith(".py"):
+                assert (ROOT / word).exists(), f"{word} (in: hercules {' '.join(args)})"
+        # Parsed as the command line would be (options, choices, required ones), without running.
+        leaf, rest = main, list(args)
+        while isinstance(leaf, click.Group) and rest and rest[0] in leaf.commands:
+            leaf, rest = leaf.commands[rest[0]], rest[1:]
+        try:
+            leaf.make_context(leaf.name, list(rest))  # click consumes the list it parses
+        except click.BadParameter as exc:
+            # A run folder an earlier example of the same help makes (hercules debug run --out runs/...).
+            made_before = any(w.startswith("runs/") and w in exc.format_message() for w in rest)
+            if not (made_before and "does not exist" in exc.format_message()):
+                raise
+
+
+def test_the_list_and_eval_examples_run_as_written():
+    listed = hercules("list", "src/hercules/suite/problems/matmul_fp32.py", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert '"flops": 4294967296' in listed.stdout
+    evaluated = hercules("eval", "--problem", PROBLEM, "--candidate", CANDIDATE, "--tolerance", "kernelbench",
+                         "--no-timing", "--trials", "1", timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
