@@ -81,3 +81,49 @@ def test_notes_are_said_but_never_flag():
 
 def test_missing_check_result_is_never_ok():
     assert decide(CTX, ScanOutcome()).status is Status.INCORRECT
+
+
+# ---- static findings are hints where a dynamic check judges the same threat ----------------------
+
+def _on(device: str) -> Context:
+    return Context(problem="p", candidate="c", device=device)
+
+
+def test_a_static_precision_finding_alone_is_a_note_and_the_measured_error_decides():
+    scan = ScanOutcome(findings=(Finding("precision_downcast", "static: line 9: .bfloat16() in a float32 problem"),))
+    for device in ("cpu", "cuda:0"):
+        v = decide(_on(device), scan, check=GOOD, measure=MeasureOutcome(timing(1.0)))
+        assert v.status is Status.OK and v.flags == () and v.error is None, device
+        (hint,) = [n for n in v.notes if ".bfloat16()" in n]
+        assert "a hint, not a flag" in hint and "float64 truth" in hint
+    measured = CheckOutcome(GOOD.result, findings=(Finding("precision_downcast", "relative error 3.1e-03 ..."),))
+    v = decide(_on("cpu"), scan, check=measured)
+    assert v.status is Status.SUSPICIOUS and v.flags == ("precision_downcast",)
+
+
+def test_a_static_result_cache_finding_is_a_hint_on_a_gpu_and_a_flag_on_a_cpu():
+    # On a CPU a cache keyed by content escapes the fresh-value passes (no timed single calls there).
+    scan = ScanOutcome(findings=(Finding("result_cache", "static: line 4: stores outputs ... keyed by shape"),))
+    on_gpu = decide(_on("cuda"), scan, check=GOOD, measure=MeasureOutcome(timing(1.0)))
+    assert on_gpu.status is Status.OK and on_gpu.flags == () and any("fresh values" in n for n in on_gpu.notes)
+    on_cpu = decide(_on("cpu"), scan, check=GOOD, measure=MeasureOutcome(timing(1.0)))
+    assert on_cpu.status is Status.SUSPICIOUS and on_cpu.flags == ("result_cache",)
+
+
+def test_a_static_side_stream_is_a_hint_on_a_gpu_and_a_flag_where_no_stream_is_checked():
+    scan = ScanOutcome(findings=(Finding("side_stream", "static: line 7: uses torch.cuda.Stream"),))
+    on_gpu = decide(_on("cuda:0"), scan, check=GOOD, measure=MeasureOutcome(timing(1.0)))
+    assert on_gpu.status is Status.OK and on_gpu.flags == () and any("wall clock" in n for n in on_gpu.notes)
+    on_cpu = decide(_on("cpu"), scan, check=GOOD, measure=MeasureOutcome(timing(1.0)))
+    assert on_cpu.status is Status.SUSPICIOUS and on_cpu.flags == ("side_stream",)
+    caught = decide(_on("cuda:0"), scan, check=GOOD,
+                    measure=MeasureOutcome(timing(1.0), findings=(Finding("side_stream", "timed 0.01 ms ..."),)))
+    assert caught.status is Status.SUSPICIOUS and caught.flags == ("side_stream",)
+
+
+def test_static_only_flags_stay_flags_on_every_device():
+    for flag in ("monkey_patch", "problem_edit", "background_thread", "global_state", "tensor_subclass",
+                 "input_mutated", "output_aliases_input", "swallowed_exception", "reference_fallback"):
+        for device in ("cpu", "cuda:0"):
+            v = decide(_on(device), ScanOutcome(findings=(Finding(flag, f"static: line 1: {flag}"),)), check=GOOD)
+            assert v.status is Status.SUSPICIOUS and v.flags == (flag,), (flag, device)

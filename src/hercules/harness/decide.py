@@ -6,7 +6,8 @@ so every rule here is unit-tested directly (tests/harness/test_decide.py).
 
 Precedence: a stage that could not finish (``Failure``) decides the status (build error, timeout,
 crash, ...); then incorrect outputs (trials, or revalidation after timing); then any flag makes a
-correct candidate ``suspicious``; otherwise ``ok``. Only ``ok`` and ``suspicious`` carry times.
+correct candidate ``suspicious``; otherwise ``ok``. Only ``ok`` and ``suspicious`` carry times. A static
+finding whose threat a dynamic check judges on the evaluation's device is a note (``static_hints``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hercules.harness.records import (
     TimingResult,
     Verdict,
 )
+from hercules.harness.scan import dynamic_check_for
 
 
 @dataclass(frozen=True)
@@ -108,18 +110,34 @@ def conditional_findings(scan: ScanOutcome, executed: frozenset[int]) -> tuple[F
     return tuple(found)
 
 
+def static_hints(scan: ScanOutcome, device: str) -> tuple[tuple[Finding, ...], tuple[str, ...]]:
+    """The scan's outright findings split in two: those that stay flags, and, as notes, those whose
+    threat a check of the running candidate judges on ``device`` (static findings are hints where
+    dynamic evidence decides: a side stream joined back, bf16 pieces summed to fp32 accuracy)."""
+    kept, hints = [], []
+    for finding in scan.findings:
+        check = dynamic_check_for(finding.flag, device)
+        if check is None:
+            kept.append(finding)
+        else:
+            hints.append(f"{finding.note} (a hint, not a flag: {check.name} judges {finding.flag})")
+    return tuple(kept), tuple(hints)
+
+
 def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, check: CheckOutcome | None = None,
            measure: MeasureOutcome | None = None, integrity: IntegrityOutcome | None = None,
            baselines: BaselineOutcome | None = None, failure: Failure | None = None,
            sol: dict[str, Any] | None = None) -> Verdict:
     executed = (check.executed_lines if check else frozenset()) | (measure.executed_lines if measure else frozenset())
-    findings: list[Finding] = [*scan.findings, *conditional_findings(scan, executed)]
+    static, hints = static_hints(scan, ctx.device)
+    findings: list[Finding] = [*static, *conditional_findings(scan, executed)]
     for stage in (check, measure, integrity):
         if stage is not None:
             findings.extend(stage.findings)
     flags = tuple(sorted({f.flag for f in findings}))
     notes = [f.note for f in findings]
-    notes += list(scan.notes) + list(integrity.notes if integrity else ()) + list(baselines.notes if baselines else ())
+    notes += list(scan.notes) + list(hints) + list(integrity.notes if integrity else ())
+    notes += list(baselines.notes if baselines else ())
     notes += list(ctx.notes)
 
     check_result = check.result if check else None
