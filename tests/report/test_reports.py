@@ -6,6 +6,7 @@ import base64
 import re
 
 from hercules.harness.records import Speedups, Status, Verdict
+from hercules.report import labels
 from hercules.report.html import render_html, sol_scatter, speedup_histogram, write_html
 from hercules.report.markdown import render_markdown
 from hercules.report.stats import summarize
@@ -171,8 +172,9 @@ from hercules.report.bench import write_reports  # noqa: E402
 
 def test_markdown_has_one_table_per_level_and_both_tolerances():
     md = render_markdown(summarize(KB_ROWS), KB_ROWS, "kb", sol_plot="sol_scatter.png")
-    assert "| strict (per-dtype atol/rtol and relative-norm bound) | 6 of 9 (66.7%) |" in md
-    assert "| kernelbench (allclose, atol = rtol = 1e-2) | 7 of 9 (77.8%) |" in md
+    assert f"| {labels.STRICT_CHECK} | 6 of 9 (66.7%) |" in md
+    assert f"| {labels.KERNELBENCH_CHECK} | 7 of 9 (77.8%) |" in md
+    assert labels.CHECKS_DIFFER in md
     assert "| seconds per evaluation (median, total) | 14.0 s, 194.0 s |" in md
     sections = md.split("### Level ")[1:]
     assert [s.split("\n", 1)[0] for s in sections] == ["1", "2", "3"]

@@ -16,6 +16,7 @@ from hercules.harness.records import Status
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
 from hercules.report import formatting as fmt
+from hercules.report import labels
 from hercules.report.html import sol_scatter, write_html
 from hercules.report.markdown import render_markdown
 from hercules.report.stats import Row, summarize
@@ -100,6 +101,9 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
         "speedup_eager": summary.eager.__dict__,
         "speedup_best": summary.best.__dict__,
         "speedup_expert": summary.expert.__dict__ if summary.expert else None,
+        # Timed under Triton's CPU interpreter: out of fast_p (p > 0) and the speedups above.
+        "interpreted": ({"evaluations": summary.interpreted.n_rows, "ok": summary.interpreted.n_ok,
+                         "speedup_eager": summary.interpreted.eager.__dict__} if summary.interpreted else None),
         "statuses": dict(summary.status_counts),
         "flags": dict(summary.flag_counts),
         "report_html": str(run_dir / "report.html"),
@@ -118,7 +122,8 @@ def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> 
     for r in rows:
         v = r.verdict
         s = v.speedup
-        table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, fmt.ms(v.cand_ms),
+        ms = fmt.ms(v.cand_ms) + (f" ({labels.INTERPRETED})" if v.cand_ms is not None and labels.interpreted(v) else "")
+        table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, ms,
                       fmt.speedup(s.eager), fmt.speedup(s.compile), fmt.speedup(s.compile_reduce_overhead),
                       fmt.speedup(s.cudagraph), fmt.speedup(s.expert), fmt.expert_label(v.expert), fmt.speedup(s.best),
                       f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-", ", ".join(v.flags))
@@ -134,4 +139,12 @@ def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> 
                                                                summary.fast_expert)))
     console.print(f"speedup vs eager: mean {fmt.speedup(summary.eager.mean)}, median {fmt.speedup(summary.eager.median)}, "
                   f"geomean {fmt.speedup(summary.eager.geomean)};  vs best: geomean {fmt.speedup(summary.best.geomean)}")
+    if summary.interpreted:
+        apart = summary.interpreted
+        console.print(f"{apart.n_rows} candidates {labels.INTERPRETED_NOTE}: their geomean vs eager "
+                      f"{fmt.speedup(apart.eager.geomean)} (n={apart.eager.n})")
+    c = summary.correctness
+    console.print(f"correct outputs: {labels.STRICT_CHECK}: {fmt.count_rate(c.strict, c.n_rows, c.strict_rate)}; "
+                  f"{labels.KERNELBENCH_CHECK}: {fmt.count_rate(c.kernelbench, c.kernelbench_known, c.kernelbench_rate)}. "
+                  f"{labels.CHECKS_DIFFER}")
     console.print(f"reports: {run_dir / 'report.html'}  {run_dir / 'summary.md'}  store: {run_dir / 'results.sqlite'}")

@@ -26,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 from hercules.fileio import write_text_atomic
 from hercules.harness.records import Status
 from hercules.report import formatting as fmt
+from hercules.report import labels
 from hercules.report.stats import Row, Summary, has_levels, ok_speedups, rows_of_level, sort_rows
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -184,6 +185,8 @@ def _candidate(problem: str, level: int | None, candidate: str, v: Any) -> dict[
         (fmt.speedup(getattr(v.speedup, attr)), _sort_key(getattr(v.speedup, attr)))
         for attr, _ in fmt.SPEEDUP_COLUMNS
     ]
+    apart = labels.interpreted(v)
+    note = labels.timeout_note(v)
     spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
     sol = v.sol if isinstance(v.sol, Mapping) else {}
     return {
@@ -209,7 +212,9 @@ def _candidate(problem: str, level: int | None, candidate: str, v: Any) -> dict[
         "sol_note": sol.get("note") or "",
         "seconds": v.seconds or None,
         "seconds_key": _sort_key(v.seconds or None),
-        "error": v.error,
+        "error": f"{v.error or 'timeout'} ({note})" if note else v.error,
+        # Timed under Triton's CPU interpreter: labelled in the row, out of the aggregates.
+        "interpreted": apart and v.cand_ms is not None,
     }
 
 
@@ -238,6 +243,7 @@ def render_html(
         speedup_plot=speedup_histogram(rows),
         sol_plot=sol_scatter(rows),
         status_colours=STATUS_COLOURS,
+        labels=labels,
     )
 
 

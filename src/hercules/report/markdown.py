@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from hercules.harness.records import Status
 from hercules.report import formatting as fmt
+from hercules.report import labels
 from hercules.report.stats import LevelSummary, Row, Summary, has_levels, rows_of_level, sort_rows
 
 
@@ -23,6 +24,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str) 
     ]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return lines
+
+
+def _ms(v) -> str:
+    """The candidate's time, labelled when it was taken under Triton's CPU interpreter."""
+    return fmt.ms(v.cand_ms) + (f" ({labels.INTERPRETED})" if v.cand_ms is not None and labels.interpreted(v) else "")
 
 
 def _level_section(lv: LevelSummary, rows: Sequence[Row]) -> list[str]:
@@ -43,7 +49,7 @@ def _level_section(lv: LevelSummary, rows: Sequence[Row]) -> list[str]:
     for problem, _level, candidate, v in rows:
         spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
         sol = v.sol if isinstance(v.sol, dict) else {}
-        table.append([problem, candidate, v.status.value, fmt.flags(v.flags), fmt.ms(v.cand_ms), fmt.rate(spread),
+        table.append([problem, candidate, v.status.value, fmt.flags(v.flags), _ms(v), fmt.rate(spread),
                       fmt.speedup(v.speedup.eager), fmt.rate(v.sol_fraction),
                       fmt.rate(sol.get("compute_fraction_of_reference_work")), sol.get("bound") or "",
                       fmt.seconds(v.seconds or None)])
@@ -81,16 +87,16 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
     out += _table(
         ["tolerance", "correct outputs"],
         [
-            ["strict (per-dtype atol/rtol and relative-norm bound)", fmt.count_rate(c.strict, c.n_rows, c.strict_rate)],
-            ["kernelbench (allclose, atol = rtol = 1e-2)",
-             fmt.count_rate(c.kernelbench, c.kernelbench_known, c.kernelbench_rate)],
+            [labels.STRICT_CHECK, fmt.count_rate(c.strict, c.n_rows, c.strict_rate)],
+            [labels.KERNELBENCH_CHECK, fmt.count_rate(c.kernelbench, c.kernelbench_known, c.kernelbench_rate)],
         ],
         "lr",
     )
     out += [
         "",
-        "Correct outputs count suspicious candidates too; the correctness rate above does not. The "
-        f"KernelBench rate is over the candidates whose verdict records it ({c.kernelbench_known} of {c.n_rows}).",
+        f"{labels.CHECKS_DIFFER} Correct outputs count suspicious candidates too; the correctness rate above "
+        f"does not. The KernelBench rate is over the candidates whose verdict records it ({c.kernelbench_known} "
+        f"of {c.n_rows}).",
         "",
     ]
 
@@ -116,6 +122,7 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
         "(fast_0 is the correctness rate). Speedup averages are over correct candidates only.",
         "",
     ]
+    out += _interpreted_section(summary)
 
     out += ["## Per level", ""]
     level_rows = [
@@ -175,7 +182,7 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
                 candidate,
                 v.status.value,
                 fmt.flags(v.flags),
-                fmt.ms(v.cand_ms),
+                _ms(v),
                 *(fmt.speedup(getattr(v.speedup, attr)) for attr, _ in fmt.SPEEDUP_COLUMNS),
                 fmt.rate(v.sol_fraction),
                 fmt.expert_label(v.expert),
@@ -197,6 +204,17 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
     )
     out.append("")
     return "\n".join(out)
+
+
+def _interpreted_section(summary: Summary) -> list[str]:
+    """The rows timed under Triton's CPU interpreter, apart from the aggregates above."""
+    apart = summary.interpreted
+    if apart is None:
+        return []
+    return ["### Timed under Triton's CPU interpreter (apart)", "",
+            f"{apart.n_rows} candidates ({apart.n_ok} ok) were {labels.INTERPRETED_NOTE} (fast_p for p > 0 and "
+            f"the averages above). Their own speedups vs eager: geomean {fmt.speedup(apart.eager.geomean)}, "
+            f"median {fmt.speedup(apart.eager.median)} (n={apart.eager.n}).", ""]
 
 
 def _has_p(pairs: tuple[tuple[float, float | None], ...], p: float) -> bool:

@@ -25,6 +25,9 @@ Definitions (what each number means, and what it is when there is nothing to mea
   ``fast_p`` counts only the rows of problems that have an expert time in these rows: a problem
   no library implements has nothing to be compared with, so it is neither a hit nor a miss.
 - Seconds per evaluation: ``Verdict.seconds`` (wall, build included), over rows that recorded it.
+- Rows timed under Triton's CPU interpreter (``labels.interpreted``) have no kernel time: they
+  count in correctness and fast_0, but not in fast_p for p > 0 (neither numerator nor denominator)
+  nor in the speedup averages; ``Summary.interpreted`` shows them apart.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hercules.harness.records import Status, Verdict
+from hercules.report.labels import interpreted
 
 Row = tuple[str, int | None, str, Verdict]
 Against = Literal["eager", "best", "expert"]
@@ -81,6 +85,15 @@ class SecondsStats:
 
 
 @dataclass(frozen=True)
+class Interpreted:
+    """Rows timed under Triton's CPU interpreter, apart from every speedup aggregate."""
+
+    n_rows: int
+    n_ok: int
+    eager: SpeedupStats  # their speedups against eager, for what they are
+
+
+@dataclass(frozen=True)
 class LevelSummary:
     level: int | None
     n_rows: int
@@ -117,6 +130,7 @@ class Summary:
     seconds: SecondsStats
     fast_expert: tuple[tuple[float, float | None], ...] = ()
     expert: SpeedupStats | None = None
+    interpreted: Interpreted | None = None  # None: no row ran under the interpreter
 
     def fast(self, p: float, against: Against = "eager") -> float | None:
         return _lookup(_fast_pairs(self, against), p)
@@ -154,11 +168,12 @@ def speedup_of(verdict: Verdict, against: Against = "eager") -> float | None:
     return verdict.speedup.usable(against)
 
 
-def ok_speedups(rows: Iterable[Row], against: Against = "eager") -> list[float]:
-    """Usable speedups of the correct rows, in row order."""
+def ok_speedups(rows: Iterable[Row], against: Against = "eager", of_interpreted: bool = False) -> list[float]:
+    """Usable speedups of the correct rows, in row order: those timed as kernels, or with
+    ``of_interpreted`` those timed under Triton's CPU interpreter."""
     out = []
     for row in rows:
-        if is_correct(row):
+        if is_correct(row) and interpreted(row[3]) == of_interpreted:
             value = speedup_of(row[3], against)
             if value is not None:
                 out.append(value)
@@ -206,6 +221,9 @@ def fast_p(rows: Sequence[Row], p: float, against: Against = "eager") -> float |
         return None
     if p <= 0:
         return correctness_rate(rows)
+    rows = [row for row in rows if not interpreted(row[3])]  # no kernel time: neither hit nor miss
+    if not rows:
+        return None
     hits = 0
     for row in rows:
         if is_correct(row):
@@ -221,8 +239,8 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     return math.exp(math.fsum(math.log(v) for v in values) / len(values))
 
 
-def speedup_stats(rows: Sequence[Row], against: Against = "eager") -> SpeedupStats:
-    values = ok_speedups(rows, against)
+def speedup_stats(rows: Sequence[Row], against: Against = "eager", of_interpreted: bool = False) -> SpeedupStats:
+    values = ok_speedups(rows, against, of_interpreted)
     if not values:
         return SpeedupStats(n=0, mean=None, median=None, geomean=None, min=None, max=None)
     # "inclusive": quartiles within the data's range (1 and 3 of 1, 2, 3, 4, 5 are 2 and 4).
@@ -304,9 +322,18 @@ def per_level(rows: Sequence[Row], ps: Sequence[float] = P_VALUES) -> tuple[Leve
     return tuple(summarize_level(groups[lvl], lvl, ps) for lvl in sorted(groups, key=_level_key))
 
 
+def interpreted_summary(rows: Sequence[Row]) -> Interpreted | None:
+    apart = [row for row in rows if interpreted(row[3])]
+    if not apart:
+        return None
+    return Interpreted(n_rows=len(apart), n_ok=sum(1 for row in apart if is_correct(row)),
+                       eager=speedup_stats(apart, "eager", of_interpreted=True))
+
+
 def summarize(rows: Sequence[Row], ps: Sequence[float] = P_VALUES) -> Summary:
     rows = list(rows)
     return Summary(
+        interpreted=interpreted_summary(rows),
         n_rows=len(rows),
         n_ok=sum(1 for row in rows if is_correct(row)),
         correctness_rate=correctness_rate(rows),
