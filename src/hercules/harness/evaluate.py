@@ -604,14 +604,15 @@ class _Evaluation:
                 os.close(fd)
 
     def _compare(self, seed: int | None, reply: PackReply, fds: list[int], what: str,
-                 seeds: list[int | None] | None = None) -> CompareReply:
+                 seeds: list[int | None] | None = None, later: bool = False) -> CompareReply:
         """The reference worker judges a candidate's outputs against the truth for ``seed``, or, for
         a burst that returned every call's outputs, call after call against ``seeds``: there, the
         calls judged in full (float64 truth, the strict tolerance, the precision floor) are drawn
         here with ``secrets`` after the reply came back, so nothing the candidate sees tells it
         which; the others are judged against the problem-dtype reference, loosely (a float64
         truth per call made the CPU passes 2.4x slower). A later call's precision far below the
-        problem's dtype (fp16 GEMMs once the trials are over) is flagged like a trial's."""
+        problem's dtype (fp16 GEMMs once the trials are over) is flagged like a trial's
+        (``later``: a call after the trials, whose precision the trials' own check never saw)."""
         strict = None
         if seeds is not None:
             judged = [i for i, s in enumerate(seeds) if s is not None]
@@ -622,12 +623,12 @@ class _Evaluation:
         finally:
             self._close_fds(fds)
         result = CompareReply.parse(raw)
-        if (strict and result.correct and self.options.tolerance == "strict"
-                and is_downcast(result.strict_rel_err, result.strict_ref_err, self.tol)):
+        rel, ref = (result.strict_rel_err, result.strict_ref_err) if strict else (result.rel_err, result.ref_err)
+        if later and result.correct and self.options.tolerance == "strict" and is_downcast(rel, ref, self.tol):
             self.later_findings.append(Finding(
                 Flag.PRECISION_DOWNCAST.value,
-                f"{what}: a call drawn at random after the trials has relative error {result.strict_rel_err:.2e} "
-                f"against float64, the {self.problem.dtype_name} reference itself {result.strict_ref_err:.2e}"))
+                f"{what}: a call after the trials has relative error {rel:.2e} against float64, the "
+                f"{self.problem.dtype_name} reference itself {ref:.2e}"))
         return result
 
     def _inputs(self, seed: int) -> tuple[int, dict[str, Any]]:
@@ -1029,7 +1030,7 @@ class _Evaluation:
                     single, out_fds = self._candidate(SingleReply, "single", self.limits["call_s"], "revalidation",
                                                       index=index, specs=self.specs)
                 wall = clock.ms - overhead_ms
-                result = self._compare(seed, single, out_fds, "revalidation")
+                result = self._compare(seed, single, out_fds, "revalidation", later=True)
                 if not result.correct:
                     message = (f"outputs wrong after inputs were refreshed in place ({pass_} call): "
                                + "; ".join(result.problems[:2]))
@@ -1063,6 +1064,7 @@ class _Evaluation:
                 return _revalidation_failed(findings, TIMED_OUTPUTS_WRONG)
             if wall_ms is None or figure < wall_ms:
                 wall_ms, enqueue_ms = figure, enqueue
+        findings.extend(self._inputs_changed("after the long bursts"))
         if self.device.type in EVENTS_RETIME_DEVICES and event_ms > EVENTS_RETIME_RATIO * wall_ms + WALL_SLACK_MS:
             in_process, event_ms = self._retimed(in_process, wall_ms)
         bound_ms = max(event_ms, wall_ms)
@@ -1125,7 +1127,22 @@ class _Evaluation:
                 self.notes.append("kernels on library-internal or side streams, all inside the timed interval: "
                                   + ", ".join(streams[:3]))
         findings.extend(self.later_findings)
+        findings.extend(self._inputs_changed("after the passes with every call judged"))
         return MeasureOutcome(timing=timing, findings=tuple(_unique(findings)), executed_lines=frozenset(executed))
+
+    def _inputs_changed(self, when: str) -> list[Finding]:
+        """Input mutation on every call, not only the trials': the candidate's timing buffers,
+        which its bursts went round many times (an input object coming round again), checked
+        exactly against the values the parent knows each holds (``buffer_seeds``). Untimed."""
+        reply, fds = self._candidate(PackReply, "buffers", self.limits["call_s"], f"inputs {when}")
+        try:
+            raw = self._request("reference", "inputs_intact", self.options.run_timeout_s, f"inputs {when}",
+                                tuple(fds), seeds=list(self.buffer_seeds), layout=reply.layout)
+        finally:
+            self._close_fds(fds)
+        if raw.get("intact") is True:
+            return []
+        return [Finding(Flag.INPUT_MUTATED.value, f"inputs changed by the calls {when}: {str(raw.get('where'))[:80]}")]
 
     def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0, again: bool = False) -> float:
         """What a reply carrying ``outputs_of`` calls' outputs costs with no call at all, measured on
@@ -1246,7 +1263,7 @@ class _Evaluation:
                 burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
             if burst.pack_ms is not None and judged is None:
                 self.pack_ms["candidate"].append(burst.pack_ms)
-            result = self._compare(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins when given
+            result = self._compare(seed, burst, fds, "timed outputs", seeds=judged, later=True)  # ``seeds`` wins
             if not result.correct:
                 return None, burst.enqueue_ms, burst.executed_lines
             if total_ms > overhead_ms or attempt:
@@ -1429,7 +1446,7 @@ class _Evaluation:
             # and no call can be skipped (only the last call of a burst used to be judged).
             seeds = [secrets.randbits(63) for _ in range(calls)]
             total_ms, burst, fds = self._fresh_pass(seeds, per_call_ms, "fresh timing values")
-            if not self._compare(None, burst, fds, "timed outputs", seeds=list(seeds)).correct:
+            if not self._compare(None, burst, fds, "timed outputs", seeds=list(seeds), later=True).correct:
                 return None
             if total_ms <= fresh_overhead_ms:  # quicker than no call at all: calibrated under load
                 fresh_overhead_ms = self._overhead_ms(outputs_of=calls, inputs_of=calls, again=True)

@@ -667,6 +667,24 @@ class ReferenceWorker(PackEnds):
                 outs, enqueue = _timing.burst_outputs(fn, sets, self.device, calls)
         return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []}, msg)
 
+    def op_inputs_intact(self, msg):
+        """Whether the candidate's timing buffers (a pack of every set, in order) still hold the
+        values of their seeds: inputs changed by calls after the trials, whose own check of
+        mutation saw only five calls. Exact comparison: an honest call writes no input."""
+        seeds = [int(seed) for seed in msg["seeds"]]
+        layout = PackLayout.from_message(msg["layout"])
+        per_set = len(layout.slots) // max(len(seeds), 1)
+        if per_set * len(seeds) != len(layout.slots):
+            raise PackError(f"{len(layout.slots)} inputs do not split into {len(seeds)} sets")
+        with open_pack(msg["_fds"][0], layout, self.device) as pack:
+            held = pack.values(self.device)
+        for index, seed in enumerate(seeds):
+            expected = self._inputs(seed)
+            for position, (now, then) in enumerate(zip(held[index * per_set:(index + 1) * per_set], expected)):
+                if isinstance(then, torch.Tensor) and (now is None or not _same(now, then)):
+                    return {"intact": False, "where": f"timing buffer {index}, input {position}"}
+        return {"intact": True, "where": ""}
+
     def op_release(self, msg):
         self.baselines.pop(msg["name"], None)
         self.compiled.pop(msg["name"], None)
@@ -924,6 +942,11 @@ class CandidateWorker(PackEnds):
         synchronize(self.device)
         reused = any(isinstance(o, torch.Tensor) and o.numel() and o.data_ptr() in held for o in second)
         return reused, _overwrites(second, held_sums)
+
+    def op_buffers(self, msg):
+        """The timing buffers as they are now, every set in order, for the reference to check
+        against the values they were given."""
+        return self._pack_reply([v for target in self.timing_sets for v in target], {})
 
     def op_refresh(self, msg):
         """Fresh values written into the very buffers used while timing: a result cached by address
