@@ -190,6 +190,23 @@ def test_an_input_changed_once_it_comes_round_again_is_flagged_and_reading_it_tw
     assert reader.flags == ()
 
 
+def test_an_input_returned_as_the_output_after_the_trials_is_flagged(problem, options):
+    """Fresh outputs in the trials; from then on a call writes its result into its input and
+    returns it (no allocation), which the trials' own aliasing check never saw."""
+    verdict = evaluate(problem, candidate("""
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = torch.relu(self.lin(x)) * 2
+        if self.calls <= 20 or x.shape != y.shape:
+            return y
+        return x.copy_(y)
+"""), options)
+    assert verdict.status is not Status.OK, verdict.error
+    assert {"output_aliases_input", "input_mutated"} & set(verdict.flags) or verdict.status is Status.INCORRECT
+
+
 def test_hard_exit_is_crash_and_parent_goes_on(problem, options):
     verdict = evaluate(problem, candidate("""
         def forward(self, x):

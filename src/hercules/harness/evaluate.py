@@ -55,6 +55,7 @@ from hercules.harness import priority
 from hercules.harness.device_lock import DeviceLock, shared_section
 from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, package_pythonpath, private_dir
 from hercules.harness.protocol import (
+    BuffersReply,
     BuildReply,
     BurstReply,
     CompareReply,
@@ -1134,15 +1135,20 @@ class _Evaluation:
         """Input mutation on every call, not only the trials': the candidate's timing buffers,
         which its bursts went round many times (an input object coming round again), checked
         exactly against the values the parent knows each holds (``buffer_seeds``). Untimed."""
-        reply, fds = self._candidate(PackReply, "buffers", self.limits["call_s"], f"inputs {when}")
+        reply, fds = self._candidate(BuffersReply, "buffers", self.limits["call_s"], f"inputs {when}")
         try:
             raw = self._request("reference", "inputs_intact", self.options.run_timeout_s, f"inputs {when}",
                                 tuple(fds), seeds=list(self.buffer_seeds), layout=reply.layout)
         finally:
             self._close_fds(fds)
-        if raw.get("intact") is True:
-            return []
-        return [Finding(Flag.INPUT_MUTATED.value, f"inputs changed by the calls {when}: {str(raw.get('where'))[:80]}")]
+        found = []
+        if reply.aliases:
+            found.append(Finding(Flag.OUTPUT_ALIASES_INPUT.value, f"an output of a call {when} shares memory with "
+                                 "an input of that call"))
+        if raw.get("intact") is not True:
+            found.append(Finding(Flag.INPUT_MUTATED.value,
+                                 f"inputs changed by the calls {when}: {str(raw.get('where'))[:80]}"))
+        return found
 
     def _overhead_ms(self, outputs_of: int = 1, inputs_of: int = 0, again: bool = False) -> float:
         """What a reply carrying ``outputs_of`` calls' outputs costs with no call at all, measured on

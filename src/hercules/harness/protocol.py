@@ -136,6 +136,21 @@ class RunReply(PackReply):
 
 
 @dataclass(frozen=True)
+class BuffersReply(PackReply):
+    """The candidate's timing buffers, and whether a call since the trials returned an output
+    sharing memory with its inputs (a tripwire, like the trials' own)."""
+
+    op: ClassVar[str] = "buffers"
+    aliases: bool = False
+
+    @classmethod
+    def _parse(cls, raw):
+        base = PackReply._parse(raw)
+        return cls(layout=base.layout, types=base.types, fds=base.fds, into=base.into,
+                   aliases=_flag(raw["aliases"], "aliases"))
+
+
+@dataclass(frozen=True)
 class SingleReply(PackReply):
     """One call on a timing buffer, its outputs and the in-process single-call time (tripwire)."""
 

@@ -777,6 +777,10 @@ class CandidateWorker(PackEnds):
         self.executed: set[int] | None = None  # the candidate file's executed lines, when traced
         self.outputs_reused = False  # two calls hand back the same buffers (found after timing)
         self.held_outputs: list[tuple[torch.Tensor, float]] = []  # the last trial's outputs and checksums
+        # Calls after the trials returning an output that shares memory with their inputs: found
+        # as each call ends (CPU passes) or from the last pass's outputs (``buffers``).
+        self.later_aliases = False
+        self.last_every_call: tuple[Any, list[Any]] = ((), [])
 
     # Requests that run the candidate's code and little else: whatever they raise is the candidate's.
     FOREIGN_OPS = frozenset({"import", "build"})
@@ -945,8 +949,13 @@ class CandidateWorker(PackEnds):
 
     def op_buffers(self, msg):
         """The timing buffers as they are now, every set in order, for the reference to check
-        against the values they were given."""
-        return self._pack_reply([v for target in self.timing_sets for v in target], {})
+        against the values they were given; and whether any call since the trials returned an
+        output sharing memory with its inputs (the trials' own check saw five calls)."""
+        arg_sets, per_call_outputs = self.last_every_call
+        aliases = self.later_aliases or any(_aliases(outs, arg_sets[i % len(arg_sets)])
+                                            for i, outs in enumerate(per_call_outputs))
+        self.later_aliases, self.last_every_call = False, ((), [])
+        return self._pack_reply([v for target in self.timing_sets for v in target], {"aliases": aliases})
 
     def op_refresh(self, msg):
         """Fresh values written into the very buffers used while timing: a result cached by address
@@ -1010,6 +1019,8 @@ class CandidateWorker(PackEnds):
 
             def sink(index: int, out: Any) -> None:
                 outs = _timing.call_outputs(out)
+                if not self.later_aliases:  # a few us a call, beside calls of 0.05 ms and more on the CPU
+                    self.later_aliases = _aliases(outs, arg_sets[index % len(arg_sets)])
                 if kept or (index == 0 and (len(outs) != per_call or not writer.fits(0, outs))):
                     # Outputs of shapes or dtypes of their own (fp16 for an fp32 problem): all kept
                     # and packed by this worker after the burst, as on a GPU, for the parent to judge.
@@ -1027,6 +1038,8 @@ class CandidateWorker(PackEnds):
                     "into": True}
         per_call_outputs, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True,
                                                           own_copies=self.outputs_reused)
+        # Checked after the timed request, in ``buffers``: on a GPU a pass's calls take microseconds.
+        self.last_every_call = (arg_sets, per_call_outputs)
         return self._pack_reply([o for outs in per_call_outputs for o in outs],
                                 {"enqueue_ms": enqueue, "executed_lines": self._lines()}, msg)
 
@@ -1145,6 +1158,12 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     a0, b0 = sa.data_ptr(), sb.data_ptr()
     return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
+
+
+def _aliases(outs: list[Any], args: tuple) -> bool:
+    """Whether an output shares memory with an input of the same call."""
+    return any(_shares_storage(o, a) for o in outs if type(o) is torch.Tensor
+               for a in args if isinstance(a, torch.Tensor))
 
 
 def _checksum(t: torch.Tensor) -> float:
