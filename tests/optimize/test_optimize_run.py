@@ -264,7 +264,8 @@ def test_killed_run_resumes_without_redoing_finished_evaluations(tmp_path):
     result = json.loads(second.stdout)["problems"][0]
     after = {(r["round"], r["sample"]): r for r in rows(db, "SELECT * FROM variants WHERE origin = 'model'")}
     honest = {f"r{r}s{s}": v["speedup_eager"] for (r, s), v in after.items() if v["status"] == "ok" and v["flags"] == "[]"}
-    assert result["best_status"] == "ok" and result["best_speedup"] == max(honest.values())
+    # The best is an honest variant; a faster one inside the measured noise does not replace it.
+    assert result["best_status"] == "ok" and result["best_speedup"] in honest.values()
     assert result["best_variant"] in ("r1s0", "r2s0") and honest[result["best_variant"]] == result["best_speedup"]
     assert set(after) == {(1, 0), (2, 0), (3, 0)} and after[(3, 0)]["status"] == "suspicious"
     assert after[(1, 0)]["created_at"] == before[(1, 0)]  # the finished slot was left alone

@@ -51,9 +51,20 @@ class Pool:
         return [v for v in self.variants if v.honest and v.speedup(self.objective) is not None]
 
     def best(self, max_round: int | None = None) -> Variant | None:
-        """The fastest honest variant (up to a round); None when there is none."""
-        pool = [v for v in self.honest() if max_round is None or v.slot.round <= max_round]
-        return max(pool, key=lambda v: v.speedup(self.objective)) if pool else None
+        """The best honest variant (up to a round); None when there is none.
+
+        In the order the variants were made, a later one takes the place of the best only when
+        it is faster beyond the noise of both measurements (``beats``): the same computation
+        scored 0.65x-1.85x across runs on a loaded CPU, and naming the luckiest draw "best"
+        would report noise as progress. A difference inside the noise is a tie, kept by the
+        earlier variant."""
+        pool = sorted((v for v in self.honest() if max_round is None or v.slot.round <= max_round),
+                      key=lambda v: (v.slot.round, v.slot.sample))
+        best: Variant | None = None
+        for variant in pool:
+            if best is None or beats(variant, best, self.objective):
+                best = variant
+        return best
 
     def best_speedup(self, max_round: int | None = None) -> float | None:
         best = self.best(max_round)
@@ -65,3 +76,21 @@ class Pool:
             if v.verdict is not None and v.verdict.baselines_ms:
                 return {k: t for k, t in v.verdict.baselines_ms.items() if t}
         return {}
+
+
+def noise(variant: Variant) -> float:
+    """The relative noise of a variant's time: its timing samples' interquartile range over their
+    median (0 when not measured)."""
+    timing = variant.verdict.timing if variant.verdict is not None else None
+    return max(0.0, timing.spread) if timing is not None else 0.0
+
+
+def beats(new: Variant, old: Variant, objective: Objective = "eager") -> bool:
+    """Whether ``new`` is faster than ``old`` beyond their measured noise: the ratio of their
+    speedups exceeds 1 by more than the two relative IQRs together (the errors of a ratio add)."""
+    new_speedup, old_speedup = new.speedup(objective), old.speedup(objective)
+    if new_speedup is None:
+        return False
+    if old_speedup is None:
+        return True
+    return new_speedup > old_speedup * (1.0 + noise(new) + noise(old))

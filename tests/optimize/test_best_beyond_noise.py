@@ -1,0 +1,44 @@
+"""``hercules optimize`` names a new best only when it is faster beyond the measured noise: the
+timing samples' IQR over their median, of the new variant and of the best so far."""
+
+from __future__ import annotations
+
+from hercules.harness.records import Speedups, Status, TimingResult, Verdict
+from hercules.optimize.pool import Pool, beats
+from hercules.optimize.records import Slot, Variant
+from hercules.problems.model import Problem
+
+PROBLEM = Problem(name="p", code="class Model: pass\n", source="test")
+
+
+def variant(round_: int, eager: float, iqr_fraction: float) -> Variant:
+    median = 1.0 / eager
+    timing = TimingResult(method="perf_counter", reps=20, median_ms=median, mean_ms=median, min_ms=median,
+                          max_ms=median, iqr_ms=median * iqr_fraction, std_ms=0.0, input_sets=1, l2_flushed=False)
+    verdict = Verdict(status=Status.OK, correct=True, flags=(), error=None, max_abs_err=0.0, rel_err=0.0, ref_ms=1.0,
+                      cand_ms=median, speedup=Speedups(eager=eager, best=eager), sol_fraction=None,
+                      baselines_ms={"eager": 1.0}, timing=timing)
+    return Variant(slot=Slot("p", round_, 0), origin="model", code=f"# {round_}\n", status="ok", verdict=verdict)
+
+
+def test_a_faster_draw_inside_the_noise_is_a_tie_kept_by_the_earlier_variant():
+    # The issue's figures: one computation scored 1.11x, 1.85x and 1.17x across runs.
+    pool = Pool(PROBLEM)
+    pool.add(variant(1, 1.04, 0.20))
+    pool.add(variant(2, 1.85, 0.40))  # 1.85 > 1.04 * (1 + 0.2 + 0.4): faster beyond the noise, a new best
+    assert beats(pool.variants[2], pool.variants[1])
+    assert pool.best().name == "r2s0"
+
+    noisy = Pool(PROBLEM)
+    noisy.add(variant(1, 1.11, 0.30))
+    noisy.add(variant(2, 1.85, 0.45))  # 1.85 < 1.11 * 1.75 = 1.94: inside the noise, a tie
+    noisy.add(variant(3, 1.17, 0.05))
+    assert noisy.best().name == "r1s0" and noisy.best_speedup() == 1.11
+
+
+def test_a_quiet_measurement_that_is_clearly_faster_is_the_new_best():
+    pool = Pool(PROBLEM)
+    pool.add(variant(1, 1.00, 0.02))
+    pool.add(variant(2, 1.10, 0.02))  # 10% faster with 4% of noise between them
+    assert pool.best().name == "r2s0"
+    assert pool.best(max_round=1).name == "r1s0"
