@@ -37,6 +37,18 @@ def binary(tmp_path_factory) -> Path:
     return path
 
 
+# Inputs of 2**50 float32 values (4.5 PB): more than any host or device has, known from shapes alone.
+HUGE = (ROOT / "tests" / "fixtures" / "scale_relu.py").read_text().replace("torch.randn(128, 256)",
+                                                                          "torch.randn(1 << 34, 1 << 16)")
+
+
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("huge") / "huge_relu.py"
+    path.write_text(HUGE)
+    return path
+
+
 # (command line, with {binary} for a binary file, and text the one line must hold)
 CASES = [
     ("eval --problem {P} --candidate {binary}", "not UTF-8 text"),
@@ -53,6 +65,7 @@ CASES = [
     ("eval --problem {P} --candidate {C} --tolerance loose", "--tolerance"),
     ("eval --problem {P} --candidate {C} --cache-dir README.md", "is a file, not a folder"),
     ("eval --problem {P} --candidate {C} --artifacts README.md", "is a file, not a folder"),
+    ("eval --problem {huge} --candidate {C} --device cpu", "needs at least 4503599.6 GB for its inputs"),
     ("bench missing_folder", "no such file or folder"),
     ("bench --filter no_such_problem", "none matches --filter"),
     ("bench {P} --candidates missing_folder", "no such candidates folder"),
@@ -79,8 +92,8 @@ if NO_GPU:  # a GPU asked for on a machine without one: the one line names it, n
 
 
 @pytest.mark.parametrize("command, message", CASES, ids=[c for c, _ in CASES])
-def test_an_unusable_input_is_one_line_and_exit_2(command, message, binary):
-    args = shlex.split(command.format(P=PROBLEM, C=CANDIDATE, binary=binary))
+def test_an_unusable_input_is_one_line_and_exit_2(command, message, binary, huge):
+    args = shlex.split(command.format(P=PROBLEM, C=CANDIDATE, binary=binary, huge=huge))
     result = hercules(*args)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     assert result.stdout == ""

@@ -161,9 +161,13 @@ def eval_command(problem_path, candidate_path, evaluation, artifacts, as_json):
     """
     from hercules.harness.evaluate import evaluate
 
+    from hercules.problems.footprint import does_not_fit
+
     problem = _load_one_problem(problem_path)
     candidate = _load_candidate(candidate_path, problem.name)
     options = evaluation
+    if too_large := does_not_fit(problem.code, problem.name, _device_name(options.device)):
+        _fail(too_large)
     if artifacts:
         options = replace(options, artifacts_dir=writable_folder(artifacts, "--artifacts"))
     if as_json:
@@ -223,6 +227,7 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
         _fail("no problem has a candidate to evaluate" + (f" (none matches --filter {name_filter})" if name_filter
                                                           else ""))
     options = evaluation
+    _warn_too_large(items, options.device)
     folder = writable_folder(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"), "--run-dir")
 
     from rich.console import Console
@@ -268,6 +273,27 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
         print_summary(console, rows, folder)
     if stop.is_set():
         exit_stopped()
+
+
+def _device_name(device: str) -> str:
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _warn_too_large(items, device: str) -> None:
+    """Say up front, with the numbers, which problems cannot fit where they will run (their
+    evaluations would end as an out-of-memory or killed worker, minutes later)."""
+    from hercules.problems.footprint import does_not_fit
+
+    seen: set[str] = set()
+    for item in items:
+        if item.problem.name not in seen:
+            seen.add(item.problem.name)
+            if too_large := does_not_fit(item.problem.code, item.problem.name, _device_name(device)):
+                click.echo(f"hercules bench: warning: {too_large}", err=True)
 
 
 # The compiler's commands (hercules generate / hercules compile) live with the compiler.

@@ -117,3 +117,34 @@ def sizes(code: str, name: str, limit_s: float = FORWARD_LIMIT_S) -> dict[str, A
     found = footprint(code, name, forward=True, limit_s=limit_s)
     return {"input_bytes": found.input_bytes, "param_bytes": found.weight_bytes, "output_bytes": found.output_bytes,
             "flops": found.flops, "error": found.error}
+
+
+def available_bytes(device: str) -> tuple[int, str] | None:
+    """Memory an evaluation on ``device`` can have at most, and what it is: the GPU's total memory,
+    or the host's available memory (MemAvailable) for the CPU. None when it cannot be read."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        index = int(device.split(":")[1]) if ":" in device else 0
+        return torch.cuda.mem_get_info(index)[1], f"{torch.cuda.get_device_name(index)} memory"
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "host memory available"
+    except OSError:
+        return None
+    return None
+
+
+def does_not_fit(code: str, name: str, device: str) -> str | None:
+    """Why the problem cannot be evaluated on ``device``, with the numbers, before anything runs: its
+    inputs and parameters alone (a lower bound: outputs, the float64 truth and the candidate's own
+    copies come on top) exceed the memory there. None when they fit or are unknown."""
+    found = footprint(code, name)
+    have = available_bytes(device)
+    if found.known_bytes is None or have is None:
+        return None
+    limit, what = have
+    if found.known_bytes <= limit:
+        return None
+    return (f"{name}: needs at least {found.known_bytes / 1e9:.1f} GB for its inputs ({found.input_bytes / 1e9:.1f} GB) "
+            f"and parameters ({found.weight_bytes / 1e9:.1f} GB) alone; {what}: {limit / 1e9:.1f} GB")
