@@ -11,6 +11,7 @@ import pytest
 from hercules.harness.evaluate import EvalOptions, evaluate
 from hercules.harness.oracle import TRANSFORM_NAMES
 from hercules.harness.records import Status
+from hercules.problems import degenerate
 from hercules.problems.model import Candidate, Problem
 
 CORPUS = Path(__file__).resolve().parents[1] / "adversarial"
@@ -83,7 +84,8 @@ def options(tmp_path):
 
 
 def test_a_constant_output_problem_is_degenerate_and_its_floor_is_the_output_write(options):
-    verdict = evaluate(_problem("constant", CONSTANT), _as_candidate(CONSTANT), options)
+    problem = _problem("constant", CONSTANT)
+    verdict = evaluate(problem, _as_candidate(CONSTANT), options)
     assert verdict.status is Status.OK and verdict.flags == (), verdict.error
     found = verdict.degenerate_problem
     assert found is not None and found.constant_output
@@ -92,6 +94,8 @@ def test_a_constant_output_problem_is_degenerate_and_its_floor_is_the_output_wri
     output_bytes = 8 * 8 * 30 * 30 * 4
     assert verdict.sol["min_bytes"] == output_bytes  # neither the input nor the weights
     assert verdict.sol_fraction is None or verdict.sol_fraction <= 1
+    # Kept for ``hercules list`` (problem_summary) under the evaluation's cache root.
+    assert degenerate.known(problem.content_hash, options.cache_dir)["constant_output"] is True
 
 
 def test_an_ignored_input_is_named_and_left_out_of_the_floor(options):

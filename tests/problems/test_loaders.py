@@ -400,7 +400,8 @@ def test_cuda_l1_with_no_valid_reference_raises(tmp_path):
 # ----------------------------------------------------------------------------- summaries
 
 
-def test_problem_summary_is_json_ready(tmp_path):
+def test_problem_summary_is_json_ready(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERCULES_CACHE_DIR", str(tmp_path / "cache"))
     f = write(tmp_path / "gemm.py", problem_code(metadata={"level": 1, "dtype": "bfloat16", "tier": "single_op"}))
     [p] = load_source(f).problems
     summary = problem_summary(p)
@@ -413,8 +414,23 @@ def test_problem_summary_is_json_ready(tmp_path):
         "dtype": "bfloat16",
         "hash": p.content_hash,
         "tier": "single_op",
+        "degenerate_problem": None,  # never evaluated on this machine
     }
     assert len(summary["hash"]) == 16
+
+
+def test_problem_summary_shows_what_evaluations_found_about_ignored_inputs(tmp_path, monkeypatch):
+    from hercules.problems import degenerate
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HERCULES_CACHE_DIR", str(cache))
+    constant = load_source(write(tmp_path / "c.py", problem_code("torch.zeros_like(x)"))).problems[0]
+    plain = load_source(write(tmp_path / "p.py", problem_code("x + 1"))).problems[0]
+    found = {"ignored_inputs": ["input 0 (x, (4, 4):float32)"], "constant_output": True, "ignored_bytes": 64}
+    degenerate.record(cache, constant.content_hash, found)  # as an evaluation does (stage_oracle)
+    degenerate.record(cache, plain.content_hash, None)
+    assert problem_summary(constant)["degenerate_problem"] == found
+    assert problem_summary(plain)["degenerate_problem"] is False
 
 
 def test_problem_summary_reports_cuda_l1_candidates(cuda_l1_file):

@@ -77,9 +77,11 @@ from hercules.harness.records import (
     Status,
     TimingResult,
     Verdict,
+    to_jsonable,
 )
 from hercules.harness.roofline import floor_bytes, sol_figures
 from hercules.harness.timing import device_memory_bytes
+from hercules.problems import degenerate
 from hercules.problems.model import Candidate, Problem
 
 # The parent's wall figure per call exceeding the in-process median by this much means time went
@@ -946,7 +948,10 @@ class _Evaluation:
         if found.get("error"):
             self.notes.append(f"whether the outputs depend on every input is unknown: {str(found['error'])[:200]}")
             return None
-        return oracle.degeneracy(found)
+        degeneracy = oracle.degeneracy(found)
+        degenerate.record(self.options.cache_dir, self.problem.content_hash,
+                          to_jsonable(degeneracy) if degeneracy else None)  # for ``hercules list``
+        return degeneracy
 
     def _transformed_trial(self, name: str, usual_err: float | None, findings: list[Finding],
                            executed: set[int]) -> oracle.TransformResult:

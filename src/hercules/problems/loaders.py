@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hercules.problems import degenerate
 from hercules.problems.model import (
     Candidate,
     Problem,
@@ -95,6 +96,9 @@ def problem_summary(p: Problem) -> dict[str, Any]:
         summary["tier"] = p.metadata["tier"]
     if p.source.startswith("cuda-l1:"):
         summary["has_candidate"] = bool(p.metadata.get("has_candidate", False))
+    # Inputs the outputs ignore, as an evaluation on this machine found them (degenerate.py):
+    # the finding, False (none), or None (never evaluated here).
+    summary["degenerate_problem"] = degenerate.known(p.content_hash)
     return summary
 
 
