@@ -192,8 +192,9 @@ def test_markdown_has_one_table_per_level_and_both_tolerances():
         "level1_1_Square_matmul", "level1_14_Matmul_upper_triangular", "level1_19_ReLU", "level1_23_Softmax"]
     level2 = sections[1]
     assert "suspicious 1" in level2 and "result_cache 1" in level2 and "build_error 1" in level2
-    # The cached candidate beats the bytes it must move: SOL above 100%, shown, not clamped.
-    assert "| level2_40_Matmul_Scaling | cached | suspicious | result_cache | 0.0100 | 1.0% | 100.00x | 139.8% | n/a |" in level2
+    # The cached candidate beats the bytes it must move: no fraction (the floor is wrong there), not
+    # a clamped 100% that would read as a kernel at the speed of light.
+    assert "| level2_40_Matmul_Scaling | cached | suspicious | result_cache | 0.0100 | 1.0% | 100.00x | n/a | n/a |" in level2
     # The overview: median, IQR, both correctness rates and seconds per evaluation for each level.
     overview = md.split("## Per level", 1)[1].split("### Level", 1)[0]
     assert "| 1 | 4 | 3 | 75.0% | 25.0% | 25.0% | 1.00x | 1.00x | 1.00x | 0.75x-1.50x | 75.0% | 100.0% | 10.5 s |" in overview
@@ -221,15 +222,16 @@ def test_html_has_level_sections_and_both_tolerances():
     assert "median 1.00x, IQR 0.75x-1.50x (n=3)" in level1 and "median 10.5 s, total 43.0 s" in level1
     assert 'title="memory fraction' not in level1  # honest rows carry no SOL note above 1
     level2 = html.split('id="level-2"', 1)[1].split("</section>", 1)[0]
-    assert 'title="memory fraction 1.40 &gt; 1' in level2  # the cached row's note, on its SOL cell
+    assert 'beats the memory floor 0.01398 ms by 1.40x' in level2  # the cached row's note, on its SOL cell
     images = data_images(html)
     assert len(images) == 2 and all(img.startswith(PNG_MAGIC) for img in images)
 
 
 def test_sol_scatter_marks_levels():
-    # Six rows have both a time and a SOL fraction (over three levels, one marker each).
+    # Five rows have both a time and a SOL fraction (over three levels, one marker each); the
+    # cached row beat its floor and has none.
     plot = sol_scatter(KB_ROWS)
-    assert plot.n_points == 6 and plot.png_bytes().startswith(PNG_MAGIC)
+    assert plot.n_points == 5 and plot.png_bytes().startswith(PNG_MAGIC)
 
 
 def test_bench_reports_write_the_scatter_beside_the_markdown(tmp_path):
