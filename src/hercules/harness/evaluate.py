@@ -39,6 +39,7 @@ from hercules.harness import collector
 from hercules.harness import oracle
 from hercules.harness.baselines import COMPILED, available_baselines
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, is_downcast, tolerance_for
+from hercules.harness.classify import Ending, WorkerEvent, classify
 from hercules.harness.decide import (
     BaselineOutcome,
     CheckOutcome,
@@ -232,8 +233,10 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _is_oom(error: str) -> bool:
-    return "OutOfMemoryError" in error or "CUDA out of memory" in error or "cudaErrorMemoryAllocation" in error
+def _failure(event: WorkerEvent, error: str) -> tuple[Status, str, Cause]:
+    """An _Abort's arguments for ``event``: the classified status and cause around ``error``."""
+    status, cause = classify(event)
+    return status, error, cause
 
 
 class _Abort(Exception):
@@ -513,14 +516,10 @@ class _Evaluation:
     def _death(self, worker: Worker, role: str, what: str, exc: WorkerDied) -> _Abort:
         tail = worker.log_tail(1500).strip().splitlines()[-5:]
         detail = f"{what}: {exc}" + (f" ({' | '.join(tail)})" if tail else "")
-        if exc.breach:
-            too_big = self._too_big_for_the_sandbox(worker) if role == "candidate" else None
-            if too_big:
-                return _Abort(Status.CRASH, f"{what}: out of memory: {too_big}", Cause.OUT_OF_MEMORY)
-            return _Abort(Status.CRASH, detail, Cause.SANDBOX_REFUSAL)
-        if role == "reference":
-            return _Abort(Status.RUNTIME_ERROR, detail, Cause.EXTERNAL_KILL if exc.external else Cause.REFERENCE)
-        return _Abort(Status.CRASH, detail, Cause.EXTERNAL_KILL if exc.external else Cause.CANDIDATE_CRASH)
+        too_big = self._too_big_for_the_sandbox(worker) if exc.breach and role == "candidate" else None
+        status, cause = classify(WorkerEvent(role, "", Ending.DIED, breach=bool(exc.breach), too_big=bool(too_big),
+                                             external=bool(exc.external)))
+        return _Abort(status, f"{what}: out of memory: {too_big}" if too_big else detail, cause)
 
     def _harness_fault(self, error: str, trace: str, where: str) -> _Abort:
         """Hercules' own code failed: the verdict says so (never the candidate's status) and the
@@ -556,35 +555,28 @@ class _Evaluation:
         try:
             reply = worker.receive(op, timeout, idle_s=idle_s)
         except WorkerTimeout as exc:
-            raise _Abort(Status.TIMEOUT, f"{what}: {exc}", Cause.TIMEOUT) from None
+            raise _Abort(*_failure(WorkerEvent(role, op, Ending.TIMEOUT), f"{what}: {exc}")) from None
         except WorkerDied as exc:
             raise self._death(worker, role, what, exc) from None
         except (ProtocolError, ValueError) as exc:  # a reply that cannot be read (forged, truncated)
             worker.kill()
-            raise _Abort(Status.RUNTIME_ERROR, f"{what}: unreadable reply: {exc}", Cause.PROTOCOL) from None
+            raise _Abort(*_failure(WorkerEvent(role, op, Ending.UNREADABLE), f"{what}: unreadable reply: {exc}")) \
+                from None
         if not isinstance(reply, dict):
             worker.kill()
-            raise _Abort(Status.RUNTIME_ERROR, f"{what}: reply is not a message", Cause.PROTOCOL)
+            raise _Abort(*_failure(WorkerEvent(role, op, Ending.UNREADABLE), f"{what}: reply is not a message"))
         if not reply.get("ok"):
             error = str(reply.get("error"))[:2000]
-            kind = reply.get("kind")
-            if kind == "device_missing":
-                raise _Abort(Status.SKIPPED, f"{what}: {error}", Cause.DEVICE_MISSING)
-            if kind == "harness":
+            event = WorkerEvent(role, op, Ending.REFUSED, kind=str(reply.get("kind") or ""), error=error)
+            status, cause = classify(event)
+            if cause is Cause.HARNESS:
                 raise self._harness_fault(f"{what}: {error}", str(reply.get("traceback") or ""), role)
-            if _is_oom(error):
+            if cause is Cause.OUT_OF_MEMORY:
                 sizes = f" (inputs: {', '.join(self.input_shapes)})" if getattr(self, "input_shapes", None) else ""
-                status = Status.CRASH if role == "candidate" else Status.RUNTIME_ERROR
-                raise _Abort(status, f"{what}: out of memory{sizes}: {error}", Cause.OUT_OF_MEMORY)
-            if role == "reference" and kind == "pack":
-                # The reference reads no packs but the candidate's: one it refuses is a forged reply.
-                raise _Abort(Status.RUNTIME_ERROR, f"{what}: the candidate's pack was refused: {error}", Cause.PROTOCOL)
-            if role == "reference":
-                raise _Abort(Status.RUNTIME_ERROR, f"{what}: {error}", Cause.REFERENCE)
-            status = Status.CRASH if kind == "crash" else (
-                Status.BUILD_ERROR if op in ("build", "import") else Status.RUNTIME_ERROR)
-            raise _Abort(status, f"{what}: {error}",
-                         Cause.CANDIDATE_CRASH if kind == "crash" else Cause.CANDIDATE_ERROR)
+                error = f"out of memory{sizes}: {error}"
+            elif cause is Cause.PROTOCOL:
+                error = f"the candidate's pack was refused: {error}"
+            raise _Abort(status, f"{what}: {error}", cause)
         return reply
 
     def _candidate(self, record: type[Reply], op: str, timeout: float, what: str, fds: tuple[int, ...] = (),
@@ -596,7 +588,8 @@ class _Evaluation:
         except ProtocolError as exc:
             self._close_fds(raw.get("_fds") or [])
             self.workers["candidate"].kill()
-            raise _Abort(Status.RUNTIME_ERROR, f"{what}: unreadable reply: {exc}", Cause.PROTOCOL) from None
+            raise _Abort(*_failure(WorkerEvent("candidate", op, Ending.UNREADABLE), f"{what}: unreadable reply: {exc}")) \
+                from None
 
     @staticmethod
     def _close_fds(fds) -> None:
@@ -835,24 +828,19 @@ class _Evaluation:
         worker.close()  # ends the whole sandbox, however its processes detached
         box = worker.sandbox
         if box is not None and box.alive():
-            raise _Abort(Status.CRASH, "processes of the candidate survived the end of its sandbox",
-                         Cause.SANDBOX_REFUSAL)
+            raise _Abort(*_failure(WorkerEvent("candidate", "end", Ending.OUTLIVED),
+                                   "processes of the candidate survived the end of its sandbox"))
 
     # ---- stages --------------------------------------------------------------------------
     def stage_build(self, plan: build_mod.BuildPlan, init_inputs: list[Any], init_seed: int,
                     scan: ScanOutcome) -> BuildResult:
         was_cached = plan.cached
         with self._phase("build"):
-            try:
-                built, _ = self._candidate(
-                    BuildReply, "build", self.options.build_timeout_s, "build", idle_s=BUILD_IDLE_S,
-                    code=self.candidate.code, path=str(self.private / "candidate.py"), device=str(self.device),
-                    dtype=self.problem.dtype_name, init_inputs=init_inputs, init_seed=init_seed,
-                    perturb_seed=self.perturb_seed, trace_lines=bool(scan.conditional))
-            except _Abort as abort:
-                if abort.failure.status is Status.RUNTIME_ERROR and abort.failure.cause is Cause.CANDIDATE_ERROR:
-                    abort.failure = replace(abort.failure, status=Status.BUILD_ERROR)
-                raise
+            built, _ = self._candidate(  # its failures are build errors (classify.BUILD_OPS)
+                BuildReply, "build", self.options.build_timeout_s, "build", idle_s=BUILD_IDLE_S,
+                code=self.candidate.code, path=str(self.private / "candidate.py"), device=str(self.device),
+                dtype=self.problem.dtype_name, init_inputs=init_inputs, init_seed=init_seed,
+                perturb_seed=self.perturb_seed, trace_lines=bool(scan.conditional))
         return BuildResult(ok=True, seconds=built.seconds, cache_key=plan.cache_key, cache_hit=was_cached,
                            language=plan.language, log=self.workers["candidate"].log_tail(2000))
 
@@ -1217,13 +1205,13 @@ class _Evaluation:
             return reply, fds
         self._close_fds(fds)
         if destination.fd is None:
-            raise _Abort(Status.RUNTIME_ERROR, f"{what}: a reply names a destination it was not given",
-                         Cause.PROTOCOL)
+            raise _Abort(*_failure(WorkerEvent("candidate", "", Ending.UNREADABLE),
+                                   f"{what}: a reply names a destination it was not given"))
         try:
             seal_pack(destination.fd)
         except PackError as exc:
             self.workers["candidate"].kill()
-            raise _Abort(Status.RUNTIME_ERROR, f"{what}: {exc}", Cause.PROTOCOL) from None
+            raise _Abort(*_failure(WorkerEvent("candidate", "", Ending.UNREADABLE), f"{what}: {exc}")) from None
         return replace(reply, layout=destination.layout.to_message()), [os.dup(destination.fd)]
 
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:

@@ -1,0 +1,88 @@
+"""Why a worker request ended without an answer, as a status and a cause: one pure function.
+
+Every way a request to a worker can fail (its reply refused the work, its process died, it did
+not answer in time, its reply could not be read) arrives here as a ``WorkerEvent``; ``classify``
+says what that means for the verdict. Callers (the evaluation, and through ``Verdict.cause`` the
+executor's retries, ``serve`` and ``debug``) branch on the cause, never on error text. The error
+text is read only for what the worker's own classification cannot know: an out-of-memory error
+raised by torch.
+
+Rules, in order:
+- a reply refused for want of the device -> ``skipped`` / ``device_missing``;
+- Hercules' own code raised (``harness``) -> ``harness_error`` / ``harness``: never the candidate's;
+- out of device memory -> ``crash`` for the candidate, ``runtime_error`` for the reference,
+  cause ``out_of_memory``;
+- the reference refused a pack the candidate wrote -> ``runtime_error`` / ``protocol`` (forged);
+- the reference's own code raised -> ``runtime_error`` / ``reference``;
+- the candidate raised: ``build_error`` while building or importing, else ``runtime_error``, cause
+  ``candidate_error``; a fatal CUDA error (``crash``) -> ``crash`` / ``candidate_crash``;
+- a process that died: over a sandbox bound -> ``crash`` / ``out_of_memory`` when the problem's own
+  data does not fit that bound (``too_big``), else ``sandbox_refusal``; killed from outside ->
+  ``external_kill``; otherwise ``crash`` / ``candidate_crash`` (reference: ``runtime_error`` /
+  ``reference``);
+- no answer in time -> ``timeout``; a reply that cannot be read -> ``runtime_error`` / ``protocol``;
+  processes of the candidate alive after its sandbox ended -> ``crash`` / ``sandbox_refusal``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from hercules.harness.records import Cause, Status
+
+# torch's words for an allocation the device could not make.
+OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "cudaErrorMemoryAllocation")
+BUILD_OPS = frozenset({"build", "import"})
+
+
+class Ending(str, enum.Enum):
+    REFUSED = "refused"  # the worker answered that the request failed
+    DIED = "died"  # its process ended
+    TIMEOUT = "timeout"  # no answer within the bound
+    UNREADABLE = "unreadable"  # an answer that is not a valid message (forged, truncated)
+    OUTLIVED = "outlived"  # processes of the candidate survived the end of its sandbox
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    role: str  # "reference" or "candidate"
+    op: str
+    ending: Ending
+    kind: str = ""  # the worker's own word for a refusal: error, crash, device_missing, harness, pack
+    error: str = ""
+    breach: bool = False  # died over a sandbox bound
+    too_big: bool = False  # ... which the problem's own data exceeds
+    external: bool = False  # killed from outside (SIGKILL/SIGTERM not its own doing)
+
+
+def is_oom(error: str) -> bool:
+    return any(marker in error for marker in OOM_MARKERS)
+
+
+def classify(event: WorkerEvent) -> tuple[Status, Cause]:
+    candidate = event.role == "candidate"
+    if event.ending is Ending.TIMEOUT:
+        return Status.TIMEOUT, Cause.TIMEOUT
+    if event.ending is Ending.UNREADABLE:
+        return Status.RUNTIME_ERROR, Cause.PROTOCOL
+    if event.ending is Ending.OUTLIVED:
+        return Status.CRASH, Cause.SANDBOX_REFUSAL
+    if event.ending is Ending.DIED:
+        if event.breach:
+            return Status.CRASH, Cause.OUT_OF_MEMORY if event.too_big and candidate else Cause.SANDBOX_REFUSAL
+        if event.external:
+            return (Status.CRASH if candidate else Status.RUNTIME_ERROR), Cause.EXTERNAL_KILL
+        return (Status.CRASH, Cause.CANDIDATE_CRASH) if candidate else (Status.RUNTIME_ERROR, Cause.REFERENCE)
+    if event.kind == "device_missing":
+        return Status.SKIPPED, Cause.DEVICE_MISSING
+    if event.kind == "harness":
+        return Status.HARNESS_ERROR, Cause.HARNESS
+    if is_oom(event.error):
+        return (Status.CRASH if candidate else Status.RUNTIME_ERROR), Cause.OUT_OF_MEMORY
+    if not candidate:
+        # The reference reads no packs but the candidate's: one it refuses is a forged reply.
+        return Status.RUNTIME_ERROR, Cause.PROTOCOL if event.kind == "pack" else Cause.REFERENCE
+    if event.kind == "crash":
+        return Status.CRASH, Cause.CANDIDATE_CRASH
+    return (Status.BUILD_ERROR if event.op in BUILD_OPS else Status.RUNTIME_ERROR), Cause.CANDIDATE_ERROR

@@ -1,0 +1,54 @@
+"""classify(): every way a worker request can end, as a status and a cause (process-free)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hercules.harness.classify import Ending, WorkerEvent, classify
+from hercules.harness.records import Cause, Status
+
+CASES = [
+    # (event, status, cause)
+    (WorkerEvent("candidate", "run", Ending.TIMEOUT), Status.TIMEOUT, Cause.TIMEOUT),
+    (WorkerEvent("reference", "compare", Ending.TIMEOUT), Status.TIMEOUT, Cause.TIMEOUT),
+    (WorkerEvent("candidate", "run", Ending.UNREADABLE), Status.RUNTIME_ERROR, Cause.PROTOCOL),
+    (WorkerEvent("candidate", "end", Ending.OUTLIVED), Status.CRASH, Cause.SANDBOX_REFUSAL),
+    (WorkerEvent("candidate", "run", Ending.DIED), Status.CRASH, Cause.CANDIDATE_CRASH),
+    (WorkerEvent("candidate", "run", Ending.DIED, external=True), Status.CRASH, Cause.EXTERNAL_KILL),
+    (WorkerEvent("candidate", "run", Ending.DIED, breach=True), Status.CRASH, Cause.SANDBOX_REFUSAL),
+    (WorkerEvent("candidate", "run", Ending.DIED, breach=True, too_big=True), Status.CRASH, Cause.OUT_OF_MEMORY),
+    (WorkerEvent("reference", "inputs", Ending.DIED), Status.RUNTIME_ERROR, Cause.REFERENCE),
+    (WorkerEvent("reference", "inputs", Ending.DIED, external=True), Status.RUNTIME_ERROR, Cause.EXTERNAL_KILL),
+    (WorkerEvent("candidate", "prepare", Ending.REFUSED, "device_missing"), Status.SKIPPED, Cause.DEVICE_MISSING),
+    (WorkerEvent("candidate", "run", Ending.REFUSED, "harness", "AttributeError: x"), Status.HARNESS_ERROR,
+     Cause.HARNESS),
+    (WorkerEvent("reference", "compare", Ending.REFUSED, "harness"), Status.HARNESS_ERROR, Cause.HARNESS),
+    (WorkerEvent("candidate", "run", Ending.REFUSED, "error", "torch.OutOfMemoryError: CUDA out of memory."),
+     Status.CRASH, Cause.OUT_OF_MEMORY),
+    (WorkerEvent("reference", "baseline_prepare", Ending.REFUSED, "error", "CUDA out of memory. Tried"),
+     Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY),
+    (WorkerEvent("reference", "compare", Ending.REFUSED, "pack", "layout lies"), Status.RUNTIME_ERROR,
+     Cause.PROTOCOL),
+    (WorkerEvent("reference", "setup", Ending.REFUSED, "error", "ValueError: bad problem"), Status.RUNTIME_ERROR,
+     Cause.REFERENCE),
+    (WorkerEvent("candidate", "run", Ending.REFUSED, "crash", "illegal memory access"), Status.CRASH,
+     Cause.CANDIDATE_CRASH),
+    (WorkerEvent("candidate", "build", Ending.REFUSED, "error", "SyntaxError"), Status.BUILD_ERROR,
+     Cause.CANDIDATE_ERROR),
+    (WorkerEvent("candidate", "import", Ending.REFUSED, "error", "nvcc failed"), Status.BUILD_ERROR,
+     Cause.CANDIDATE_ERROR),
+    (WorkerEvent("candidate", "run", Ending.REFUSED, "error", "ValueError: kernel launch failed"),
+     Status.RUNTIME_ERROR, Cause.CANDIDATE_ERROR),
+]
+
+
+@pytest.mark.parametrize("event,status,cause", CASES, ids=[f"{e.role}-{e.op}-{e.ending.value}-{e.kind}" for e, _, _ in CASES])
+def test_each_ending_has_one_status_and_cause(event, status, cause):
+    assert classify(event) == (status, cause)
+
+
+def test_a_harness_fault_is_never_the_candidates_status_whatever_its_text_says():
+    """The worker's own word (``harness``) wins over any text in the error, an OOM message included."""
+    for role in ("candidate", "reference"):
+        event = WorkerEvent(role, "run", Ending.REFUSED, "harness", "CUDA out of memory (in the harness's own copy)")
+        assert classify(event) == (Status.HARNESS_ERROR, Cause.HARNESS)
