@@ -24,7 +24,7 @@ def test_published_configs_match_known_values():
 @pytest.mark.parametrize("name, params_b, roofline", [
     ("llama-3.2-1b", 1.236, 1700), ("qwen3-1.7b", 1.721, 1230), ("qwen3-4b", 4.022, 530)])
 def test_parameter_counts_give_the_design_roofline(name, params_b, roofline):
-    """DESIGN.md: bf16 weights read once per token at 4.24 TB/s -> ~1,700 / 1,230 / 530 tok/s."""
+    """docs/design.md: bf16 weights read once per token at 4.24 TB/s -> ~1,700 / 1,230 / 530 tok/s."""
     p = get_preset(name)
     assert p.weight_params() / 1e9 == pytest.approx(params_b, rel=2e-3)
     with torch.device("meta"):

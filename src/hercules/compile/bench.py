@@ -20,7 +20,7 @@ import torch
 from .fidelity import measure_fidelity, release
 from .regions import ModelSpec, dtype_from_name, model_spec, roofline_tok_s, weight_bytes
 
-H200_COPY_BW = 4.24e12  # DESIGN.md: measured device copy rate, bytes/s
+H200_COPY_BW = 4.24e12  # docs/design.md: measured device copy rate, bytes/s
 
 
 def _sync(device) -> None:

@@ -3,7 +3,7 @@
 The three published configs are written from the models' ``config.json`` files on the Hugging Face
 hub (no hub access here): Llama-3.2-1B (meta-llama), Qwen3-1.7B and Qwen3-4B (Qwen). Weights are
 random; only the shapes matter for decode speed. The weight bytes these configs give match the
-roofline anchors in DESIGN.md (bf16, read once per token at 4.24 TB/s): about 1,700 / 1,230 / 530
+roofline anchors in docs/design.md (bf16, read once per token at 4.24 TB/s): about 1,700 / 1,230 / 530
 tokens/s.
 
 ``tiny-*`` presets are small enough to run eagerly on two CPU cores in well under a second per

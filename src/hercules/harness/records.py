@@ -46,7 +46,7 @@ class Cause(str, enum.Enum):
 
 
 class Flag(str, enum.Enum):
-    """Named anti-hacking findings; one per threat in DESIGN.md (some threats also fail outright)."""
+    """Named anti-hacking findings; one per threat in docs/design.md (some threats also fail outright)."""
 
     SIDE_STREAM = "side_stream"  # work hidden from the timed stream (wall clock disagrees with events)
     TENSOR_SUBCLASS = "tensor_subclass"  # output is not exactly torch.Tensor (lazy subclasses)

@@ -1,7 +1,7 @@
 """Static evidence from a candidate's source, gathered without running it.
 
 ``scan_candidate`` reads the Python source with ``ast`` (and the CUDA/C++ sources embedded in its
-string literals with regular expressions) and reports the patterns of the threats in DESIGN.md,
+string literals with regular expressions) and reports the patterns of the threats in docs/design.md,
 one rule per threat (``registry.RULES``, a module each), all served by one walk of the tree
 (``walker``) over facts gathered once (``context``). Each finding names a ``Flag`` value, a line
 and a reason.
