@@ -98,17 +98,20 @@ def test_footprint_counts_inputs_weights_outputs_and_flops():
     assert tall.input_bytes == 8 * 2**20 and tall.output_bytes == 4 * 2**30 and tall.flops == 2 * 32 * 32768**2
 
 
+# The three smallest took 47-53 s in CI (~12 s choosing them, the rest their evaluations); the
+# smallest alone keeps the whole path (choice, run folder, summary) in CI and the three run on demand.
 @pytest.mark.slow
-def test_three_smallest_references_are_ok_with_no_flag_on_cpu(tmp_path: Path, capsys):
+@pytest.mark.parametrize("count", [1, pytest.param(3, marks=pytest.mark.ondemand)])
+def test_smallest_references_are_ok_with_no_flag_on_cpu(count: int, tmp_path: Path, capsys):
     run_dir = tmp_path / "run"
-    code = kb.main(["--corpus", str(CORPUS), "--smallest", "3", "--device", "cpu", "--baselines", "eager",
+    code = kb.main(["--corpus", str(CORPUS), "--smallest", str(count), "--device", "cpu", "--baselines", "eager",
                     "--budget", "0.05", "--trials", "2", "--run-dir", str(run_dir)])
     assert code == 0
     printed = capsys.readouterr().out
-    # "footprint level3/32_X.py: work 88362464, ...": the chosen three, cheapest first.
+    # "footprint level3/32_X.py: work 88362464, ...": the chosen ones, cheapest first.
     chosen = re.findall(r"^footprint level\d/(\S+)\.py: work (\d+),", printed, flags=re.M)
     works = [int(work) for _name, work in chosen]
-    assert len(chosen) == 3 and works == sorted(works)
+    assert len(chosen) == count and works == sorted(works)
     summary = json.loads((run_dir / "kernelbench_summary.json").read_text())
     assert (run_dir / "kernelbench_summary.md").is_file()
     assert sorted(v["problem"] for v in summary["verdicts"]) == sorted(name for name, _work in chosen)
@@ -116,4 +119,4 @@ def test_three_smallest_references_are_ok_with_no_flag_on_cpu(tmp_path: Path, ca
     for v in summary["verdicts"]:
         assert v["status"] == "ok" and v["flags"] == [], v
         assert v["problem"] in printed  # one line per verdict, as it arrived
-    assert summary["all"]["ok_no_flag"] == 3 and summary["phases"]
+    assert summary["all"]["ok_no_flag"] == count and summary["phases"]

@@ -52,6 +52,7 @@ def test_split_k_points_need_whole_blocks_and_aligned_slices():
 
 
 @pytest.mark.slow
+@pytest.mark.ondemand  # the shared sm_90 unit: ~100-160 s of nvcc on the CI machine (scripts/slow-tests)
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_split_k_and_pdl_gemv_sources_compile_for_sm90(sm90_build):
     """Every (KSPLIT, PDL) pair of every CUDA GEMV template at Llama-3.2-1B shapes (bf16, batch 1)

@@ -385,6 +385,7 @@ side_by_side.register(
 
 
 @pytest.mark.slow
+@pytest.mark.ondemand  # one nvcc unit with torch's headers: ~56 s on the CI machine (scripts/slow-tests)
 def test_cuda_candidates_compile_for_sm90(request):
     if _nvcc() is None:
         pytest.skip("nvcc not found")
