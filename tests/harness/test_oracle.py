@@ -42,6 +42,21 @@ def test_a_transform_the_reference_itself_gets_wrong_is_skipped_with_why(found, 
     assert reason is not None and words in reason
 
 
+def test_index_outputs_are_not_judged_on_transforms_that_make_ties():
+    # argmax over rows with every 16th value zero or of one extreme magnitude, or shifted so far that
+    # close values round together: maxima tie, and which index an honest kernel returns is its own
+    # choice. The scales keep every value's relative precision.
+    specs = [{"shape": [128], "dtype": "int64"}]
+    assert oracle.has_integer_outputs(specs) and not oracle.has_integer_outputs([{"shape": [2], "dtype": "bfloat16"}])
+    exact = dict(ref_err=0.0)
+    for name in ("zeros", "extremes", "shift"):
+        reason = oracle.skip_reason(ReferenceOnTransform(name, **exact), 0.0, FP32, integer_outputs=True)
+        assert reason is not None and "ties" in reason
+        assert oracle.skip_reason(ReferenceOnTransform(name, **exact), 0.0, FP32) is None
+    for name in ("scale_x100", "scale_x0.01"):
+        assert oracle.skip_reason(ReferenceOnTransform(name, **exact), 0.0, FP32, integer_outputs=True) is None
+
+
 def test_a_reference_that_misses_the_tolerance_in_the_trials_keeps_its_usual_error_as_the_bar():
     # An output zero in exact arithmetic: the fp32 reference's own error is 0.3 on every draw.
     assert oracle.skip_reason(ReferenceOnTransform("scale_x0.01", ref_err=0.9), 0.3, FP32) is None

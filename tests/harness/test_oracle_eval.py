@@ -61,6 +61,37 @@ def get_init_inputs():
 '''
 
 
+# Index outputs: argmax over rows of randn (no ties there).
+ARGMAX = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.argmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(64, 512)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# Honest, but breaks ties by the last index where torch takes the first.
+ARGMAX_LAST = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return (x.shape[-1] - 1) - torch.argmax(torch.flip(x, dims=[-1]), dim=-1)
+'''
+
+
 def _problem(name: str, code: str) -> Problem:
     return Problem(name=name, code=code, source="test")
 
@@ -140,3 +171,12 @@ def test_a_layernorm_that_ignores_weight_and_bias_is_wrong_with_perturbed_parame
     upstream = evaluate(problem, _corpus("exploits/layernorm_copy.py"),
                         replace(options, time_candidate=False, tolerance="kernelbench"))
     assert upstream.status is Status.OK and upstream.check.transforms == ()
+
+
+def test_an_argmax_that_breaks_ties_its_own_way_is_not_judged_on_transforms_that_make_ties(options):
+    verdict = evaluate(_problem("argmax", ARGMAX), Candidate(name="last", code=ARGMAX_LAST, source="test"),
+                       replace(options, time_candidate=False))
+    assert verdict.status is Status.OK and verdict.flags == (), verdict.error
+    assert verdict.check.transforms == ("scale_x100: passed", "scale_x0.01: passed", "shift: skipped",
+                                        "zeros: skipped", "extremes: skipped")
+    assert any("integer outputs" in n for n in verdict.notes)

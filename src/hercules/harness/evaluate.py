@@ -948,7 +948,8 @@ class _Evaluation:
         seed = secrets.randbits(63)
         found = self._request("reference", "transform_check", self.options.run_timeout_s,
                               f"reference on transform {name}", seed=seed, transform=name)
-        reason = oracle.skip_reason(oracle.ReferenceOnTransform.from_reply(name, found), usual_err, self.tol)
+        reason = oracle.skip_reason(oracle.ReferenceOnTransform.from_reply(name, found), usual_err, self.tol,
+                                    oracle.has_integer_outputs(self.specs))
         if reason is not None:
             return oracle.TransformResult(name, oracle.SKIPPED, reason)
         raw = self._request("reference", "inputs", self.options.run_timeout_s, "input factory", seed=seed,

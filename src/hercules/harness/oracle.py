@@ -35,6 +35,12 @@ USUAL_ERROR_RATIO = 10.0
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
+# Transforms that make values equal: every 16th one zero, the same extreme magnitude, or a shift
+# by 100 rms that rounds neighbours within ulp(100 rms) together. An index output (argmax, argmin,
+# top-k) then has ties, which the reference breaks its way and an honest kernel may break another:
+# no transform for such outputs to be judged on. The scales keep every value's relative precision.
+MAKE_TIES = frozenset({"zeros", "extremes", "shift"})
+
 
 @dataclass(frozen=True)
 class ReferenceOnTransform:
@@ -61,8 +67,17 @@ class TransformResult:
     why: str = ""  # what failed, or why the transform was left out
 
 
-def skip_reason(found: ReferenceOnTransform, usual_err: float | None, tol: Tolerance) -> str | None:
+def has_integer_outputs(specs: Sequence[Mapping[str, Any]] | None) -> bool:
+    """Whether any output (``specs``: the reference's shapes and dtype names) is not floating-point."""
+    return any(not str(spec.get("dtype", "")).startswith(("float", "bfloat", "complex")) for spec in specs or ())
+
+
+def skip_reason(found: ReferenceOnTransform, usual_err: float | None, tol: Tolerance,
+                integer_outputs: bool = False) -> str | None:
     """Why the transform is not meaningful for this problem, or None when it is."""
+    if integer_outputs and found.name in MAKE_TIES:
+        return ("it makes values equal, and the problem's integer outputs (indices) would depend on how ties "
+                "are broken")
     if found.error:
         return f"the reference raised on it ({found.error[:160]})"
     if not found.has_truth or found.ref_err is None:
