@@ -109,6 +109,7 @@ def test_a_stopped_bench_keeps_what_finished_and_a_rerun_finishes_every_row(tmp_
                                                     signum, to_group)
     assert returncode == code, stderr
     assert took < STOP_WITHIN_S, f"{took:.1f} s from the signal to the exit"
+    print(f"stopped {took:.1f} s after the signal")
     run_dir = tmp_path / "run"
     summary = json.loads(stdout)
     assert summary["interrupted"]["signal"] == signal.Signals(signum).name
@@ -167,6 +168,7 @@ def test_a_stopped_optimize_keeps_finished_variants_and_a_rerun_resumes(tmp_path
                                                     signal.SIGINT)
     assert returncode == 130, stderr
     assert took < STOP_WITHIN_S, f"{took:.1f} s from the signal to the exit"
+    print(f"stopped {took:.1f} s after the signal")
     assert json.loads(stdout)["interrupted"]["signal"] == "SIGINT"
     with sqlite3.connect(tmp_path / "opt" / "optimize.sqlite") as db:
         stored = [row[0] for row in db.execute("SELECT status FROM variants WHERE origin = 'replay'")]

@@ -50,6 +50,7 @@ def test_sigint_to_the_group_stops_serve_in_seconds_and_caches_nothing_in_flight
     log = (tmp_path / "serve.log").read_text()
     assert code_ == 130, log[-3000:]
     assert took < 20, f"{took:.1f} s from SIGINT to exit"
+    print(f"stopped {took:.1f} s after the signal")
     assert "stopped by SIGINT" in log
     assert _cached(cache) == 0
 
