@@ -27,13 +27,14 @@ TIMING_FIELDS = ("median_ms", "bounded_by", "event_median_ms", "wall_ms", "judge
 
 
 def traced(original, wanted: set[str] | None):
-    def request(self, role, op, timeout, what, fds=(), idle_s=None, **fields):
+    def request(self, role, sent, timeout, what, fds=(), idle_s=None):
         started = time.perf_counter()
-        reply = original(self, role, op, timeout, what, fds, idle_s, **fields)
+        reply = original(self, role, sent, timeout, what, fds, idle_s)
         parent_ms = (time.perf_counter() - started) * 1e3
+        op, fields = sent.op, sent.message()
         if wanted is None or op in wanted:
             size = " ".join(f"{k}={fields[k]}" for k in SIZE_FIELDS if fields.get(k) not in (None, False))
-            if "layout" in fields and op == "burst" and role == "reference":
+            if fields.get("layout") is not None and op == "burst" and role == "reference":
                 size += " +inputs"
             inside = reply.get("worker_seconds")
             print(f"{role:9s} {op:12s} {what[:28]:28s} {size:34s} parent {parent_ms:9.3f} ms"

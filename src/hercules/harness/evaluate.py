@@ -52,7 +52,7 @@ from hercules.harness.decide import (
     decide,
 )
 from hercules.harness.datapath import PackError, PackLayout, destination_pack, planned_layout, seal_pack
-from hercules.harness import priority
+from hercules.harness import priority, requests
 from hercules.harness.device_lock import DeviceLock, shared_section
 from hercules.harness.ipc import Worker, WorkerDied, WorkerTimeout, package_pythonpath, private_dir
 from hercules.harness.protocol import (
@@ -500,16 +500,17 @@ class _Evaluation:
         per_call = max(self.ref_call_s or 0.0, per_call_s or 0.0)
         return min(self.options.run_timeout_s, CALL_BASE_S + CALL_FACTOR * per_call * max(calls, 1))
 
-    def _request(self, role: str, op: str, timeout: float, what: str, fds: tuple[int, ...] = (),
-                 idle_s: float | None = None, **fields) -> dict[str, Any]:
+    def _request(self, role: str, request: requests.Request, timeout: float, what: str, fds: tuple[int, ...] = (),
+                 idle_s: float | None = None) -> dict[str, Any]:
         """One request; every way it can fail becomes an _Abort carrying a status and a cause."""
         worker = self.workers[role]
-        self._send(worker, role, op, what, fds, **fields)
-        return self._await(worker, role, op, timeout, what, idle_s)
+        self._send(worker, role, request, what, fds)
+        return self._await(worker, role, request.op, timeout, what, idle_s)
 
-    def _send(self, worker: Worker, role: str, op: str, what: str, fds: tuple[int, ...] = (), **fields) -> None:
+    def _send(self, worker: Worker, role: str, request: requests.Request, what: str,
+              fds: tuple[int, ...] = ()) -> None:
         try:
-            worker.send(op, fds=fds, **fields)
+            worker.send(request.op, fds=fds, **{k: v for k, v in request.message().items() if k != "op"})
         except WorkerDied as exc:
             raise self._death(worker, role, what, exc) from None
 
@@ -579,17 +580,17 @@ class _Evaluation:
             raise _Abort(status, f"{what}: {error}", cause)
         return reply
 
-    def _candidate(self, record: type[Reply], op: str, timeout: float, what: str, fds: tuple[int, ...] = (),
-                   idle_s: float | None = None, **fields):
+    def _candidate(self, record: type[Reply], request: requests.Request, timeout: float, what: str,
+                   fds: tuple[int, ...] = (), idle_s: float | None = None):
         """A request to the candidate; its reply parsed into ``record`` (a forged shape is PROTOCOL)."""
-        raw = self._request("candidate", op, timeout, what, fds, idle_s, **fields)
+        raw = self._request("candidate", request, timeout, what, fds, idle_s)
         try:
             return record.parse(raw), raw.get("_fds") or []
         except ProtocolError as exc:
             self._close_fds(raw.get("_fds") or [])
             self.workers["candidate"].kill()
-            raise _Abort(*_failure(WorkerEvent("candidate", op, Ending.UNREADABLE), f"{what}: unreadable reply: {exc}")) \
-                from None
+            raise _Abort(*_failure(WorkerEvent("candidate", request.op, Ending.UNREADABLE),
+                                   f"{what}: unreadable reply: {exc}")) from None
 
     @staticmethod
     def _close_fds(fds) -> None:
@@ -614,8 +615,10 @@ class _Evaluation:
             judged = [i for i, s in enumerate(seeds) if s is not None]
             strict = sorted(_drawn(judged, STRICT_CALLS_PER_BURST))
         try:
-            raw = self._request("reference", "compare", self.options.run_timeout_s, what, tuple(fds), seed=seed,
-                                seeds=seeds, strict=strict, layout=reply.layout, types=list(reply.types))
+            raw = self._request("reference",
+                                requests.Compare(seed=seed, seeds=seeds, strict=strict, layout=reply.layout,
+                                                 types=list(reply.types)),
+                                self.options.run_timeout_s, what, tuple(fds))
         finally:
             self._close_fds(fds)
         result = CompareReply.parse(raw)
@@ -628,7 +631,7 @@ class _Evaluation:
         return result
 
     def _inputs(self, seed: int) -> tuple[int, dict[str, Any]]:
-        raw = self._request("reference", "inputs", self.options.run_timeout_s, "input factory", seed=seed)
+        raw = self._request("reference", requests.Inputs(seed=seed), self.options.run_timeout_s, "input factory")
         if not self.signature:
             self.signature = input_signature(raw["signature"])
             self.input_shapes = raw["signature"][:8]
@@ -686,12 +689,16 @@ class _Evaluation:
         perturb_seed = secrets.randbits(31) if opts.tolerance == "strict" else None
         candidate = self.workers["candidate"]
         # The candidate worker starts its CUDA context and lazy imports while the reference sets up.
-        self._send(candidate, "candidate", "prepare", "candidate setup", device=str(self.device),
-                   dtype=self.problem.dtype_name, compiler=_may_compile(self.candidate.code))
+        self._send(candidate, "candidate",
+                   requests.Prepare(device=str(self.device), dtype=self.problem.dtype_name,
+                                    compiler=_may_compile(self.candidate.code)),
+                   "candidate setup")
         with self._phase("reference_setup"):
-            setup = self._request("reference", "setup", opts.run_timeout_s, "reference setup",
-                                  code=self.problem.code, device=str(self.device), dtype=self.problem.dtype_name,
-                                  init_seed=init_seed, tolerance=self.tol.__dict__, perturb_seed=perturb_seed)
+            setup = self._request("reference",
+                                  requests.Setup(code=self.problem.code, device=str(self.device),
+                                                 dtype=self.problem.dtype_name, init_seed=init_seed,
+                                                 tolerance=self.tol.__dict__, perturb_seed=perturb_seed),
+                                  opts.run_timeout_s, "reference setup")
         self.param_bytes = int(setup["param_bytes"])
         self.perturbation = oracle.parameters_result(setup)
         self.perturb_seed = perturb_seed if setup.get("perturbed") else None
@@ -748,8 +755,8 @@ class _Evaluation:
         # The device to itself only when they are measured: a cached entry is read without waiting
         # for the lock (run 4 of the KernelBench sample waited a median 1.8 s per evaluation here).
         with self._holding(self.gpu_lock):
-            return self._request("reference", "ceilings", 600.0, "device ceilings",
-                                 device=str(self.device))["ceilings"]
+            return self._request("reference", requests.Ceilings(device=str(self.device)), 600.0,
+                                 "device ceilings")["ceilings"]
 
     def _choose_datapath(self) -> None:
         """Device packs for this evaluation if a probe crosses both ways intact: the reference
@@ -762,13 +769,14 @@ class _Evaluation:
         seed = secrets.randbits(31)
         why = None
         try:
-            offer = self._request("reference", "datapath_offer", 60.0, "data path probe", seed=seed)
+            offer = self._request("reference", requests.DatapathOffer(seed=seed), 60.0, "data path probe")
         except _Abort as abort:
             why = f"the reference's driver cannot export device memory ({abort.failure.error[:200]})"
         if why is None:
             try:
-                echo, echo_fds = self._candidate(PackReply, "datapath_echo", 60.0, "data path probe",
-                                                 tuple(offer["_fds"]), layout=offer["layout"])
+                echo, echo_fds = self._candidate(PackReply, requests.DatapathEcho(layout=offer["layout"]), 60.0,
+                                                 "data path probe",
+                                                 tuple(offer["_fds"]))
             except _Abort as abort:
                 if not self._alive("candidate"):
                     raise
@@ -777,8 +785,8 @@ class _Evaluation:
                 self._close_fds(offer["_fds"])
         if why is None:
             try:
-                confirm = self._request("reference", "datapath_confirm", 60.0, "data path probe", tuple(echo_fds),
-                                        seed=seed, layout=echo.layout)
+                confirm = self._request("reference", requests.DatapathConfirm(seed=seed, layout=echo.layout), 60.0,
+                                        "data path probe", tuple(echo_fds))
                 why = None if confirm.get("same") else str(confirm.get("why") or "the probe did not come back intact")
             except _Abort as abort:
                 if not self._alive("reference"):
@@ -790,7 +798,7 @@ class _Evaluation:
             self.notes.append(f"data path: host memory files ({why})")
             return
         for role in ("reference", "candidate"):
-            self._request(role, "datapath", 60.0, "data path", medium="cuda")
+            self._request(role, requests.Datapath(medium="cuda"), 60.0, "data path")
         self.datapath = "cuda"
 
     def _share_or_go_alone(self) -> None:
@@ -802,7 +810,7 @@ class _Evaluation:
         found = self.cache.get("footprint", key)
         if found is None:
             try:
-                found = self._request("reference", "footprint", 120.0, "footprint", limit_s=2.0)
+                found = self._request("reference", requests.Footprint(limit_s=2.0), 120.0, "footprint")
             except _Abort as abort:
                 if abort.failure.cause is not Cause.REFERENCE:
                     raise
@@ -836,11 +844,12 @@ class _Evaluation:
                     scan: ScanOutcome) -> BuildResult:
         was_cached = plan.cached
         with self._phase("build"):
-            built, _ = self._candidate(  # its failures are build errors (classify.BUILD_OPS)
-                BuildReply, "build", self.options.build_timeout_s, "build", idle_s=BUILD_IDLE_S,
-                code=self.candidate.code, path=str(self.private / "candidate.py"), device=str(self.device),
-                dtype=self.problem.dtype_name, init_inputs=init_inputs, init_seed=init_seed,
-                perturb_seed=self.perturb_seed, trace_lines=bool(scan.conditional))
+            build = requests.Build(code=self.candidate.code, path=str(self.private / "candidate.py"),
+                                   device=str(self.device), dtype=self.problem.dtype_name, init_inputs=init_inputs,
+                                   init_seed=init_seed, perturb_seed=self.perturb_seed,
+                                   trace_lines=bool(scan.conditional))
+            # Its failures are build errors (classify.BUILD_OPS).
+            built, _ = self._candidate(BuildReply, build, self.options.build_timeout_s, "build", idle_s=BUILD_IDLE_S)
         return BuildResult(ok=True, seconds=built.seconds, cache_key=plan.cache_key, cache_hit=was_cached,
                            language=plan.language, log=self.workers["candidate"].log_tail(2000))
 
@@ -861,7 +870,7 @@ class _Evaluation:
                 self.trial_seeds.append(seed)
                 fd, layout = self._inputs(seed)
                 if trial == 0:
-                    spec = self._request("reference", "specs", opts.run_timeout_s, "reference", seed=seed)
+                    spec = self._request("reference", requests.Specs(seed=seed), opts.run_timeout_s, "reference")
                     self.specs = spec["specs"]
                     self.ref_call_s = float(spec["call_ms"]) / 1e3
                     self.limits["call_s"] = self._call_s()
@@ -870,9 +879,10 @@ class _Evaluation:
                     # The first call may compile (JIT): a compiler running in the sandbox extends it.
                     timeout = self.options.build_timeout_s if trial == 0 else self.limits["call_s"]
                     idle = self.limits["first_call_s"] if trial == 0 else None
-                    run, out_fds = self._candidate(RunReply, "run", timeout, f"trial {trial}", (fd,), idle,
-                                                   layout=layout, specs=self.specs, trace=trial == 0,
-                                                   first=trial == 0)
+                    run, out_fds = self._candidate(RunReply,
+                                                   requests.Run(layout=layout, specs=self.specs, trace=trial == 0,
+                                                                first=trial == 0),
+                                                   timeout, f"trial {trial}", (fd,), idle)
                 finally:
                     self._close_fds([fd])
                 executed.update(run.executed_lines)
@@ -932,7 +942,8 @@ class _Evaluation:
         latest trials' seeds, whose outputs the reference still holds, or fresh ones."""
         seeds = self.trial_seeds[-3:]
         seeds += [secrets.randbits(63) for _ in range(3 - len(seeds))]
-        found = self._request("reference", "dependence", self.options.run_timeout_s, "input dependence", seeds=seeds)
+        found = self._request("reference", requests.Dependence(seeds=seeds), self.options.run_timeout_s,
+                              "input dependence")
         if found.get("error"):
             self.notes.append(f"whether the outputs depend on every input is unknown: {str(found['error'])[:200]}")
             return None
@@ -946,17 +957,19 @@ class _Evaluation:
         """One trial on a fresh set under transform ``name``, judged as the trials are, when the
         reference stays right there; a candidate that raises on it (its process alive) fails it."""
         seed = secrets.randbits(63)
-        found = self._request("reference", "transform_check", self.options.run_timeout_s,
-                              f"reference on transform {name}", seed=seed, transform=name)
+        found = self._request("reference", requests.TransformCheck(seed=seed, transform=name),
+                              self.options.run_timeout_s,
+                              f"reference on transform {name}")
         reason = oracle.skip_reason(oracle.ReferenceOnTransform.from_reply(name, found), usual_err, self.tol,
                                     oracle.has_integer_outputs(self.specs))
         if reason is not None:
             return oracle.TransformResult(name, oracle.SKIPPED, reason)
-        raw = self._request("reference", "inputs", self.options.run_timeout_s, "input factory", seed=seed,
-                            transform=name)
+        raw = self._request("reference", requests.Inputs(seed=seed, transform=name), self.options.run_timeout_s,
+                            "input factory")
         try:
-            run, out_fds = self._candidate(RunReply, "run", self.limits["call_s"], f"transform {name}",
-                                           (raw["_fds"][0],), layout=raw["layout"], specs=self.specs)
+            run, out_fds = self._candidate(RunReply, requests.Run(layout=raw["layout"], specs=self.specs),
+                                           self.limits["call_s"], f"transform {name}",
+                                           (raw["_fds"][0],))
         except _Abort as abort:
             if abort.failure.cause is not Cause.CANDIDATE_ERROR or not self._alive("candidate"):
                 raise
@@ -978,8 +991,9 @@ class _Evaluation:
         for index, seed in enumerate(self.trial_seeds):
             fd, layout = self._inputs(seed)
             try:
-                run, out_fds = self._candidate(RunReply, "run", self.limits["call_s"], f"trial {index} again", (fd,),
-                                               layout=layout, specs=self.specs, first=index == 0)
+                run, out_fds = self._candidate(RunReply,
+                                               requests.Run(layout=layout, specs=self.specs, first=index == 0),
+                                               self.limits["call_s"], f"trial {index} again", (fd,))
             finally:
                 self._close_fds([fd])
             result = self._compare(seed, run, out_fds, f"comparison, trial {index} again")
@@ -1009,21 +1023,21 @@ class _Evaluation:
         for index in range(min(opts.revalidation_sets, sets) or 1):
             # A call on the old values first: the request path's one-time costs (the first pack,
             # the first poisoning) must not make the fresh call look slow.
-            _, warm_fds = self._candidate(SingleReply, "single", self.limits["call_s"], "revalidation",
-                                          index=index, specs=self.specs)
+            _, warm_fds = self._candidate(SingleReply, requests.Single(index=index, specs=self.specs),
+                                          self.limits["call_s"], "revalidation")
             self._close_fds(warm_fds)
             seed = secrets.randbits(63)
             revalidation_seeds.append(seed)
             fd, layout = self._inputs(seed)
             try:
-                self._candidate(Empty, "refresh", self.limits["call_s"], "revalidation", (fd,),
-                                index=index, layout=layout)
+                self._candidate(Empty, requests.Refresh(index=index, layout=layout), self.limits["call_s"],
+                                "revalidation", (fd,))
             finally:
                 self._close_fds([fd])
             for pass_ in ("fresh", "seen"):
                 with collector.timed() as clock:
-                    single, out_fds = self._candidate(SingleReply, "single", self.limits["call_s"], "revalidation",
-                                                      index=index, specs=self.specs)
+                    single, out_fds = self._candidate(SingleReply, requests.Single(index=index, specs=self.specs),
+                                                      self.limits["call_s"], "revalidation")
                 wall = clock.ms - overhead_ms
                 result = self._compare(seed, single, out_fds, "revalidation", later=True)
                 if not result.correct:
@@ -1129,10 +1143,12 @@ class _Evaluation:
         """Input mutation on every call, not only the trials': the candidate's timing buffers,
         which its bursts went round many times (an input object coming round again), checked
         exactly against the values the parent knows each holds (``buffer_seeds``). Untimed."""
-        reply, fds = self._candidate(BuffersReply, "buffers", self.limits["call_s"], f"inputs {when}")
+        reply, fds = self._candidate(BuffersReply, requests.Buffers(), self.limits["call_s"], f"inputs {when}")
         try:
-            raw = self._request("reference", "inputs_intact", self.options.run_timeout_s, f"inputs {when}",
-                                tuple(fds), seeds=list(self.buffer_seeds), layout=reply.layout)
+            raw = self._request("reference",
+                                requests.InputsIntact(seeds=list(self.buffer_seeds), layout=reply.layout),
+                                self.options.run_timeout_s, f"inputs {when}",
+                                tuple(fds))
         finally:
             self._close_fds(fds)
         found = []
@@ -1168,9 +1184,11 @@ class _Evaluation:
                     fds, fields = (fd,), {"layout": layout}
                 try:
                     with self._destination(outputs_of) as destination, collector.timed() as clock:
-                        raw = self._request("reference", "burst", self.options.run_timeout_s, "calibration",
-                                            destination.fds(fds), name="", calls=0, seed=self.trial_seeds[0],
-                                            outputs_of=outputs_of, **fields, **destination.fields())
+                        raw = self._request("reference",
+                                            requests.Burst(name="", calls=0, seed=self.trial_seeds[0],
+                                                           outputs_of=outputs_of, **fields, **destination.fields()),
+                                            self.options.run_timeout_s, "calibration",
+                                            destination.fds(fds))
                     taken.append(clock.ms)
                     if raw.get("pack_ms") is not None and outputs_of == 1 and not inputs_of:
                         self.pack_ms["calibration"].append(float(raw["pack_ms"]))
@@ -1216,7 +1234,7 @@ class _Evaluation:
         return replace(reply, layout=destination.layout.to_message()), [os.dup(destination.fd)]
 
     def _inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
-        raw = self._request("reference", "inputs_many", self.options.run_timeout_s, "input factory", seeds=seeds)
+        raw = self._request("reference", requests.InputsMany(seeds=seeds), self.options.run_timeout_s, "input factory")
         return raw["_fds"][0], raw["layout"], int(raw["per_set"])
 
     def _in_process_timing(self, min_reps: int, keep_sets: bool = False) -> tuple[TimingResult, bool]:
@@ -1224,9 +1242,11 @@ class _Evaluation:
         the parent bounds by its own clock before using them; and whether a call after it wrote
         over the outputs of the one before while they were still held."""
         opts = self.options
-        timed, _ = self._candidate(TimeReply, "time", self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
-                                   "timing", budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s,
-                                   min_reps=min_reps, keep_sets=keep_sets)
+        timed, _ = self._candidate(TimeReply,
+                                   requests.Time(budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s,
+                                                 min_reps=min_reps, keep_sets=keep_sets),
+                                   self._call_s(12) + 4 * (opts.timing_budget_s + opts.warmup_s),
+                                   "timing")
         return TimingResult(**timed.timing), timed.overwrote
 
     def _retimed(self, in_process: TimingResult, wall_ms: float) -> tuple[TimingResult, float]:
@@ -1257,8 +1277,10 @@ class _Evaluation:
         for attempt in range(2):
             with self._destination(outputs_of) as destination:
                 with collector.timed() as clock:
-                    burst, fds = self._candidate(BurstReply, "burst", timeout, "wall clock check", destination.fds(),
-                                                 calls=calls, every_call=judged is not None, **destination.fields())
+                    burst, fds = self._candidate(BurstReply,
+                                                 requests.Burst(calls=calls, every_call=judged is not None,
+                                                                **destination.fields()),
+                                                 timeout, "wall clock check", destination.fds())
                 total_ms = clock.ms
                 burst, fds = self._handed_back(burst, fds, destination, "wall clock check")
             if burst.pack_ms is not None and judged is None:
@@ -1493,9 +1515,11 @@ class _Evaluation:
         try:
             with self._destination(len(seeds)) as destination:
                 with collector.timed() as clock:
-                    burst, fds = self._candidate(BurstReply, "fresh_burst", self._call_s(len(seeds), per_call_ms / 1e3),
-                                                 what, destination.fds((fd,)), layout=layout, per_set=per_set,
-                                                 **destination.fields())
+                    burst, fds = self._candidate(BurstReply,
+                                                 requests.FreshBurst(layout=layout, per_set=per_set,
+                                                                     **destination.fields()),
+                                                 self._call_s(len(seeds), per_call_ms / 1e3),
+                                                 what, destination.fds((fd,)))
                 burst, fds = self._handed_back(burst, fds, destination, what)
         finally:
             self._close_fds([fd])
@@ -1511,7 +1535,7 @@ class _Evaluation:
 
     def _streams(self) -> list[str]:
         try:
-            reply, _ = self._candidate(StreamsReply, "streams", self._call_s(2) + 30.0, "stream check")
+            reply, _ = self._candidate(StreamsReply, requests.Streams(), self._call_s(2) + 30.0, "stream check")
         except _Abort as abort:
             self.notes.append(f"stream check unavailable: {abort.failure.error[:200]}")
             return []
@@ -1523,7 +1547,7 @@ class _Evaluation:
             return IntegrityOutcome()
         with self._phase("integrity"):
             try:
-                reply, _ = self._candidate(IntegrityReply, "integrity", 60.0, "integrity")
+                reply, _ = self._candidate(IntegrityReply, requests.Integrity(), 60.0, "integrity")
             except _Abort as abort:
                 return IntegrityOutcome(notes=(f"integrity report unavailable: {abort.failure.error[:200]}",))
         findings = []
@@ -1578,11 +1602,14 @@ class _Evaluation:
                     # measurements waited 18.9 s (median) for the device where they held it ~5.6 s,
                     # behind compilations of 4-10 s in the shared section (the lock prefers writers,
                     # but a writer still waits for the sharers inside). Its device work is one call.
-                    self._request("reference", "baseline_compile", max(self.options.run_timeout_s, 900.0),
-                                  f"baseline {name}", name=name, seed=seeds[0])
+                    self._request("reference", requests.BaselineCompile(name=name, seed=seeds[0]),
+                                  max(self.options.run_timeout_s, 900.0),
+                                  f"baseline {name}")
                 with self._holding(shared_section(self.gpu_lock)):
-                    prepared = self._request("reference", "baseline_prepare", max(self.options.run_timeout_s, 900.0),
-                                             f"baseline {name}", name=name, seeds=seeds, expert_op=op)
+                    prepared = self._request("reference",
+                                             requests.BaselinePrepare(name=name, seeds=seeds, expert_op=op),
+                                             max(self.options.run_timeout_s, 900.0),
+                                             f"baseline {name}")
                 if name == "expert":
                     from hercules.experts.choose import summary
 
@@ -1608,7 +1635,7 @@ class _Evaluation:
             finally:
                 if self._alive("reference"):
                     with contextlib.suppress(_Abort):
-                        self._request("reference", "release", 120.0, "baseline release", name=name)
+                        self._request("reference", requests.Release(name=name), 120.0, "baseline release")
         if measured and idle:
             write = {**cached, **{n: t for n, t in measured.items()
                                   if (n != "eager" or "eager" not in cached) and n not in uncached}}
@@ -1626,17 +1653,20 @@ class _Evaluation:
         opts = self.options
         figures = []
         for _ in range(BASELINE_ROUNDS):
-            raw = self._request("reference", "baseline_time", max(opts.run_timeout_s, 900.0), f"baseline {name}",
-                                name=name, budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s)
+            raw = self._request("reference",
+                                requests.BaselineTime(name=name, budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s),
+                                max(opts.run_timeout_s, 900.0), f"baseline {name}")
             event_ms = float(raw["timing"]["median_ms"])
             overhead_ms = self._overhead_ms()
             calls = _burst_calls(max(event_ms, 1e-4), overhead_ms, 1)
             totals = []
             for _ in range(LONG_BURSTS):  # as the candidate's long burst: the faster counts
                 with self._destination(1) as destination, collector.timed() as clock:
-                    burst = self._request("reference", "burst", max(opts.run_timeout_s, 900.0), f"baseline {name}",
-                                          destination.fds(), name=name, calls=calls, seed=self.trial_seeds[0],
-                                          **destination.fields())
+                    burst = self._request("reference",
+                                          requests.Burst(name=name, calls=calls, seed=self.trial_seeds[0],
+                                                         **destination.fields()),
+                                          max(opts.run_timeout_s, 900.0), f"baseline {name}",
+                                          destination.fds())
                 totals.append(clock.ms)
                 self._close_fds(burst.get("_fds") or [])
             wall_ms = max(0.0, min(totals) - overhead_ms) / calls
@@ -1648,7 +1678,7 @@ class _Evaluation:
 
     def _device_idle(self, notes: list[str]) -> bool:
         """A fixed workload on the device, against the best it ever did here: slower means busy."""
-        probe = self._request("reference", "probe", 120.0, "idle probe").get("ms")
+        probe = self._request("reference", requests.Probe(), 120.0, "idle probe").get("ms")
         if probe is None:
             return True
         key = f"{device_key(self.device)}-probe"
@@ -1666,8 +1696,8 @@ class _Evaluation:
         key = f"{self.problem.content_hash}-{self.device.type}-{self.signature}-v{CACHE_FORMAT}"
         roof = self.cache.get("roofline", key)
         if roof is None:
-            roof = self._request("reference", "roofline", self.options.run_timeout_s, "roofline",
-                                 seed=self.trial_seeds[0])
+            roof = self._request("reference", requests.Roofline(seed=self.trial_seeds[0]), self.options.run_timeout_s,
+                                 "roofline")
             roof = {k: int(roof[k]) for k in ("flops", "input_bytes", "output_bytes")}
             self.cache.put("roofline", key, roof)
         return {"flops": int(roof["flops"]),

@@ -1,9 +1,11 @@
 """The worker process: runs either the trusted reference or one untrusted candidate.
 
 Started by ``hercules.harness.ipc.Worker`` as ``python -m hercules.harness.worker ROLE FD``. It
-answers one request at a time over the pipe on FD. The two roles never share a process: the
-reference's computation, the input generator and the comparison live outside the candidate's
-reach, and the clocks this module reads were bound before any candidate code was imported.
+answers one request at a time over the pipe on FD: each message is parsed into its record
+(``requests.py``) and handed to the method registered for that record's type (``@handles``). The
+two roles never share a process: the reference's computation, the input generator and the
+comparison live outside the candidate's reach, and the clocks this module reads were bound before
+any candidate code was imported.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import torch
 
 # Bound before any candidate import (see timing.py): the harness keeps its own references.
-from hercules.harness import blame
+from hercules.harness import blame, requests
 from hercules.harness import timing as _timing
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, relative_error
 from hercules.harness.datapath import (PackError, PackLayout, PackWriter, fill_pack, open_pack, read_pack, receive_fds,
@@ -47,6 +49,14 @@ DEVICE_MISSING_MARKERS = (
     "CUDA_HOME environment variable is not set", "no CUDA-capable device", "cuda is not available",
     "Cannot find a working triton installation", "0 active drivers",
 )
+
+
+def handles(kind: type[requests.Request]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Registers a worker method as the one answering requests of type ``kind``."""
+    def register(method: Callable[..., Any]) -> Callable[..., Any]:
+        method.handles = kind  # type: ignore[attr-defined]
+        return method
+    return register
 
 
 def classify_exception(exc: BaseException) -> str:
@@ -155,16 +165,17 @@ class PackEnds:
     medium = "memfd"
     device = torch.device("cpu")
 
-    def _pack_reply(self, outs: list[Any], fields: dict[str, Any], msg: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _pack_reply(self, outs: list[Any], fields: dict[str, Any], into: dict[str, Any] | None = None,
+                    fds: list[int] | None = None) -> dict[str, Any]:
         """Outputs as a pack: exact tensors only; anything else (a subclass included) is sent as a
         type name, since converting it would run its code where the comparison happens. Where the
         request brought a destination (``into``: its layout; its descriptor last among the
         request's) and the outputs fit it, they are written there and the parent seals it."""
         types = [_type_name(o) for o in outs]
         started = _perf_counter()
-        if msg is not None and msg.get("into") is not None:
-            layout = PackLayout.from_message(msg["into"])
-            if fill_pack(msg["_fds"][-1], layout, outs):
+        if into is not None:
+            layout = PackLayout.from_message(into)
+            if fill_pack(fds[-1], layout, outs):
                 return {**fields, "layout": layout.to_message(), "types": types, "fds": 0, "into": True,
                         "pack_ms": (_perf_counter() - started) * 1e3}
         plain = [o if type(o) is torch.Tensor else None for o in outs]
@@ -174,9 +185,10 @@ class PackEnds:
         pack_ms = (_perf_counter() - started) * 1e3
         return {**fields, "layout": layout.to_message(), "types": types, "fds": 1, "_fds": [fd], "pack_ms": pack_ms}
 
-    def op_datapath(self, msg):
+    @handles(requests.Datapath)
+    def op_datapath(self, request: requests.Datapath, fds: list[int]):
         """Use ``medium`` for every later pack this worker writes."""
-        medium = str(msg["medium"])
+        medium = str(request.medium)
         if medium not in ("memfd", "cuda"):
             raise ValueError(f"unknown pack medium {medium!r}")
         self.medium = medium
@@ -239,17 +251,18 @@ class ReferenceWorker(PackEnds):
         return blame.ForeignCode(files=frozenset({PROBLEM_FILE}),
                                  objects=(getattr(self, "model", None), getattr(self, "model64", None)))
 
-    def op_setup(self, msg):
-        self.device = use_device(msg["device"])
-        self.dtype = getattr(torch, msg["dtype"])
-        self.tol = Tolerance(**msg["tolerance"])
-        self.module = load_module_from_memory(msg["code"], PROBLEM_MODULE)
-        self.code = msg["code"]
-        torch.manual_seed(msg["init_seed"])
+    @handles(requests.Setup)
+    def op_setup(self, request: requests.Setup, fds: list[int]):
+        self.device = use_device(request.device)
+        self.dtype = getattr(torch, request.dtype)
+        self.tol = Tolerance(**request.tolerance)
+        self.module = load_module_from_memory(request.code, PROBLEM_MODULE)
+        self.code = request.code
+        torch.manual_seed(request.init_seed)
         self.init_inputs = list(self.module.get_init_inputs())
-        self.model = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype)
+        self.model = build_model(self.module, "Model", self.init_inputs, request.init_seed, self.device, self.dtype)
         try:
-            model64 = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype)
+            model64 = build_model(self.module, "Model", self.init_inputs, request.init_seed, self.device, self.dtype)
             self.model64 = model64.to(torch.float64) if isinstance(model64, torch.nn.Module) else None
         except Exception:  # some modules cannot run in float64; judge against the dtype reference
             self.model64 = None
@@ -257,10 +270,10 @@ class ReferenceWorker(PackEnds):
             self.model, torch.nn.Module) else 0
         buffers = sum(b.numel() * b.element_size() for b in self.model.buffers()) if isinstance(
             self.model, torch.nn.Module) else 0
-        perturbation = self._perturb(msg, msg.get("perturb_seed"))
+        perturbation = self._perturb(request.init_seed, request.perturb_seed)
         return {"init_inputs": self.init_inputs, "param_bytes": params + buffers, **perturbation}
 
-    def _perturb(self, msg: dict[str, Any], seed: int | None) -> dict[str, Any]:
+    def _perturb(self, init_seed: int, seed: int | None) -> dict[str, Any]:
         """Both models replaced by ones whose parameters and buffers are drawn away from their
         defaults with ``seed`` (the candidate's is built the same way), when the reference stays
         right with them: finite and within its usual error of float64 on one input set made from
@@ -271,11 +284,11 @@ class ReferenceWorker(PackEnds):
                 t.is_floating_point() and t.numel() for t in [*self.model.parameters(), *self.model.buffers()]):
             return {"perturbed": False, "why": None}
         try:
-            model = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device, self.dtype,
+            model = build_model(self.module, "Model", self.init_inputs, init_seed, self.device, self.dtype,
                                 perturb_seed=seed)
             model64 = None
             if self.model64 is not None:
-                model64 = build_model(self.module, "Model", self.init_inputs, msg["init_seed"], self.device,
+                model64 = build_model(self.module, "Model", self.init_inputs, init_seed, self.device,
                                       self.dtype, perturb_seed=seed).to(torch.float64)
             torch.manual_seed(seed)
             with torch.device(self.device):
@@ -347,12 +360,13 @@ class ReferenceWorker(PackEnds):
             self._evict(seed)
         return self.inputs[seed]
 
-    def op_inputs(self, msg):
+    @handles(requests.Inputs)
+    def op_inputs(self, request: requests.Inputs, fds: list[int]):
         """A trial's inputs as a sealed pack for the candidate; kept here by seed. With a
         ``transform`` (transforms.py), the set of that seed transformed, from then on."""
-        if msg.get("transform") is not None:
-            self._transform(int(msg["seed"]), str(msg["transform"]))
-        values = self._inputs(msg["seed"])
+        if request.transform is not None:
+            self._transform(int(request.seed), str(request.transform))
+        values = self._inputs(request.seed)
         fd, layout = write_pack(values, "inputs", self.medium, self.device)
         signature = [f"{tuple(v.shape)}:{v.dtype}" if isinstance(v, torch.Tensor) else repr(v) for v in values]
         nbytes = _timing.set_bytes(values)
@@ -413,35 +427,38 @@ class ReferenceWorker(PackEnds):
         return {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
                 "call_ms": call_ms}
 
-    def op_datapath_offer(self, msg):
+    @handles(requests.DatapathOffer)
+    def op_datapath_offer(self, request: requests.DatapathOffer, fds: list[int]):
         """A probe in device memory, with no host fallback: the first leg of the parent's check that
         device packs cross to the candidate's process and back."""
         from hercules.harness.device_pack import probe_values, write_device_pack
 
-        fd, layout = write_device_pack(probe_values(int(msg["seed"]), self.device), self.device)
+        fd, layout = write_device_pack(probe_values(int(request.seed), self.device), self.device)
         return {"layout": layout.to_message(), "fds": 1, "_fds": [fd]}
 
-    def op_datapath_confirm(self, msg):
+    @handles(requests.DatapathConfirm)
+    def op_datapath_confirm(self, request: requests.DatapathConfirm, fds: list[int]):
         """The candidate's copy of the probe, back as a device pack: the same bytes, or device packs
         are not used for this evaluation."""
         from hercules.harness.device_pack import probe_values
 
-        layout = PackLayout.from_message(msg["layout"])
+        layout = PackLayout.from_message(request.layout)
         if layout.medium != "cuda":
             return {"same": False, "why": f"the probe came back as a {layout.medium} pack"}
-        got = read_pack(msg["_fds"][0], layout, self.device)
-        want = probe_values(int(msg["seed"]), self.device)
+        got = read_pack(fds[0], layout, self.device)
+        want = probe_values(int(request.seed), self.device)
         same = len(got) == len(want) and all(
             type(g) is torch.Tensor and g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w)
             for g, w in zip(got, want))
         return {"same": same, "why": "" if same else "the probe's bytes changed on the way back"}
 
-    def op_footprint(self, msg):
+    @handles(requests.Footprint)
+    def op_footprint(self, request: requests.Footprint, fds: list[int]):
         """Bytes of one input set, the weights and one call's outputs, from a forward on the meta
         device (nothing allocated, nothing computed); outputs None when that forward fails."""
         from hercules.problems.footprint import footprint
 
-        found = footprint(self.code, "problem", forward=True, limit_s=float(msg.get("limit_s", 2.0)),
+        found = footprint(self.code, "problem", forward=True, limit_s=float(request.limit_s),
                           count_flops=False)
         return {"input_bytes": found.input_bytes, "weight_bytes": found.weight_bytes,
                 "output_bytes": found.output_bytes, "error": found.error}
@@ -455,12 +472,13 @@ class ReferenceWorker(PackEnds):
                     cache.drop(seed)
             self.transformed[seed] = name
 
-    def op_transform_check(self, msg):
+    @handles(requests.TransformCheck)
+    def op_transform_check(self, request: requests.TransformCheck, fds: list[int]):
         """The problem's reference on the set of ``seed`` under ``transform``: whether it stays
         finite and how far it is from the float64 truth there (the parent decides, oracle.py).
         The outputs and truth are kept for judging the candidate on the same set."""
-        seed = int(msg["seed"])
-        self._transform(seed, str(msg["transform"]))
+        seed = int(request.seed)
+        self._transform(seed, str(request.transform))
         try:
             entry = self._expected(seed)
         except Exception as exc:  # the problem's code fails on these values: not meaningful here
@@ -470,14 +488,15 @@ class ReferenceWorker(PackEnds):
         ref_err = max(entry["ref_errs"], default=0.0) if has_truth else None
         return {**figures, "has_truth": has_truth, "ref_err": ref_err}
 
-    def op_dependence(self, msg):
+    @handles(requests.Dependence)
+    def op_dependence(self, request: requests.Dependence, fds: list[int]):
         """Which inputs the reference's outputs depend on (dependence.py): the set of the first of
         ``seeds`` against the others', exactly. The names and signatures label the inputs."""
         import inspect
 
         from hercules.harness.dependence import find_dependence
 
-        seeds = [int(s) for s in msg["seeds"]]
+        seeds = [int(s) for s in request.seeds]
         try:
             sets = [list(self._inputs(s)) for s in seeds]
             outputs = [self._expected_light(s)["dtype_outputs"] for s in seeds]
@@ -499,31 +518,34 @@ class ReferenceWorker(PackEnds):
         return {"ignored": list(found.ignored), "testable": list(found.testable), "constant": found.constant,
                 "ignored_bytes": found.ignored_bytes, "names": names, "signature": signature}
 
-    def op_specs(self, msg):
-        entry = self._expected(msg["seed"])
+    @handles(requests.Specs)
+    def op_specs(self, request: requests.Specs, fds: list[int]):
+        entry = self._expected(request.seed)
         return {"specs": entry["specs"], "ref_errs": entry["ref_errs"], "call_ms": entry["call_ms"]}
 
-    def op_inputs_many(self, msg):
+    @handles(requests.InputsMany)
+    def op_inputs_many(self, request: requests.InputsMany, fds: list[int]):
         """The input sets of several seeds in one pack, set after set (``per_set`` values each): the
         values of a fresh pass, which travel with the request that times it."""
-        seeds = [int(seed) for seed in msg["seeds"]]
+        seeds = [int(seed) for seed in request.seeds]
         distinct = list(dict.fromkeys(seeds))  # a seed repeated is made once
         self.pass_sets = len(distinct)
         made = {seed: self._inputs(seed) for seed in distinct}
         values = [v for seed in seeds for v in made[seed]]
         fd, layout = write_pack(values, "inputs", self.medium, self.device)
-        return {"layout": layout.to_message(), "per_set": len(values) // max(len(msg["seeds"]), 1), "fds": 1,
+        return {"layout": layout.to_message(), "per_set": len(values) // max(len(request.seeds), 1), "fds": 1,
                 "_fds": [fd]}
 
-    def op_compare(self, msg):
+    @handles(requests.Compare)
+    def op_compare(self, request: requests.Compare, fds: list[int]):
         """The candidate's outputs (a pack it can no longer change, or a device pack copied here
         before anything is judged) against the truth: of ``seed``, or call after call of a burst
         against ``seeds`` (``None`` where a call is not judged)."""
         from hercules.harness.checks import compare_outputs, within_allclose
 
-        seeds = list(msg["seeds"]) if msg.get("seeds") is not None else [msg["seed"]]
-        layout = PackLayout.from_message(msg["layout"])
-        types = list(msg["types"])
+        seeds = list(request.seeds) if request.seeds is not None else [request.seed]
+        layout = PackLayout.from_message(request.layout)
+        types = list(request.types)
         if not seeds or len(layout.slots) % len(seeds) or len(types) != len(layout.slots):
             raise PackError(f"{len(layout.slots)} outputs do not split into {len(seeds)} calls")
         per_call = len(layout.slots) // len(seeds)
@@ -532,11 +554,11 @@ class ReferenceWorker(PackEnds):
         # the float64 truth; the others of a burst against the problem-dtype reference, loosely:
         # they show that each call ran on its own values (a skipped call hands in another set's
         # results, relative error ~1). A float64 truth per call made the CPU passes 2.4x slower.
-        strict = {int(i) for i in msg.get("strict") or ()} & set(judged) or {judged[-1]}
+        strict = {int(i) for i in request.strict or ()} & set(judged) or {judged[-1]}
         entries = {i: self._expected(int(seeds[i])) if i in strict else self._expected_light(int(seeds[i]))
                    for i in judged}
         outputs: list[Any] = []
-        with open_pack(msg["_fds"][0], layout, self.device) as pack:
+        with open_pack(fds[0], layout, self.device) as pack:
             # Shapes and dtypes are judged from the layout before any byte is copied.
             for i, entry in entries.items():
                 chunk = layout.slots[i * per_call:(i + 1) * per_call]
@@ -576,16 +598,17 @@ class ReferenceWorker(PackEnds):
                 "strict_rel_err": strict_rel, "strict_ref_err": strict_ref}
 
     # ---- measurements (the parent holds the device for these) ------------------------------
-    def op_baseline_compile(self, msg):
+    @handles(requests.BaselineCompile)
+    def op_baseline_compile(self, request: requests.BaselineCompile, fds: list[int]):
         """torch.compile's compilation of a compiled baseline, on one input set, before the parent
         holds any section of the device: seconds of host work whose device work is that one call.
         ``baseline_prepare`` then takes the compiled function as it is."""
         from hercules.harness.baselines import COMPILED, make_baseline
 
-        name = msg["name"]
+        name = request.name
         if name not in COMPILED:
             raise ValueError(f"{name} is not a compiled baseline")
-        args = tuple(self._inputs(int(msg["seed"])))
+        args = tuple(self._inputs(int(request.seed)))
         with torch.no_grad():
             fn = make_baseline(name, self.model, [args], self.device)
             fn(*args)
@@ -593,17 +616,18 @@ class ReferenceWorker(PackEnds):
         self.compiled[name] = fn
         return {}
 
-    def op_baseline_prepare(self, msg):
+    @handles(requests.BaselinePrepare)
+    def op_baseline_prepare(self, request: requests.BaselinePrepare, fds: list[int]):
         """Build one baseline (compile, capture) and run it once on every set: compilation happens
         here, outside the exclusive section; timing it is a separate request."""
         from hercules.harness.baselines import make_baseline
 
-        name = msg["name"]
-        sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in msg["seeds"]], self.device)
+        name = request.name
+        sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in request.seeds], self.device)
         reply: dict[str, Any] = {}
         with torch.no_grad():
             if name == "expert":
-                fn, reply["expert"] = self._choose_expert(msg["expert_op"], msg["seeds"][0], sets)
+                fn, reply["expert"] = self._choose_expert(request.expert_op, request.seeds[0], sets)
                 if fn is None:
                     return reply  # the report says why each implementation is not usable
             else:
@@ -637,46 +661,49 @@ class ReferenceWorker(PackEnds):
 
         return choose(op, self.model, sets, judge, time_ms)
 
-    def op_baseline_time(self, msg):
-        fn, sets = self.baselines[msg["name"]]
+    @handles(requests.BaselineTime)
+    def op_baseline_time(self, request: requests.BaselineTime, fds: list[int]):
+        fn, sets = self.baselines[request.name]
         with torch.no_grad():
-            result = _timing.time_callable(fn, sets, device=self.device, budget_s=msg["budget_s"],
-                                           warmup_s=msg["warmup_s"], wall_check=False)
+            result = _timing.time_callable(fn, sets, device=self.device, budget_s=request.budget_s,
+                                           warmup_s=request.warmup_s, wall_check=False)
         return {"timing": result.__dict__}
 
-    def op_burst(self, msg):
+    @handles(requests.Burst)
+    def op_burst(self, request: requests.Burst, fds: list[int]):
         """Back-to-back calls of a baseline, then its last outputs as a pack: the same procedure the
         candidate's burst follows, so both sides of a ratio pay the same overheads. ``calls = 0``
         packs outputs of the same sizes without calling anything (the parent's calibration)."""
-        calls = int(msg["calls"])
+        calls = int(request.calls)
         if calls == 0:
-            if msg.get("layout") is not None:
+            if request.layout is not None:
                 # A fresh pass's values arrive with its request: each copied once into memory of
                 # this process, as the candidate's fresh_burst places them. A second copy of every
                 # value here made the calibration longer than the candidate's own hand-over, and
                 # its fresh passes read faster than they ran.
-                read_pack(msg["_fds"][0], msg["layout"], self.device)
-            specs = self._expected(msg["seed"])["specs"]
+                read_pack(fds[0], request.layout, self.device)
+            specs = self._expected(request.seed)["specs"]
             outs = [torch.zeros(s["shape"], dtype=getattr(torch, s["dtype"]), device=self.device) for s in specs]
-            outs = outs * int(msg.get("outputs_of", 1))  # every call's outputs: as many bytes again
+            outs = outs * int(request.outputs_of)  # every call's outputs: as many bytes again
             synchronize(self.device)
             enqueue = 0.0
         else:
-            fn, sets = self.baselines[msg["name"]]
+            fn, sets = self.baselines[request.name]
             with torch.no_grad():
                 outs, enqueue = _timing.burst_outputs(fn, sets, self.device, calls)
-        return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []}, msg)
+        return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []}, request.into, fds)
 
-    def op_inputs_intact(self, msg):
+    @handles(requests.InputsIntact)
+    def op_inputs_intact(self, request: requests.InputsIntact, fds: list[int]):
         """Whether the candidate's timing buffers (a pack of every set, in order) still hold the
         values of their seeds: inputs changed by calls after the trials, whose own check of
         mutation saw only five calls. Exact comparison: an honest call writes no input."""
-        seeds = [int(seed) for seed in msg["seeds"]]
-        layout = PackLayout.from_message(msg["layout"])
+        seeds = [int(seed) for seed in request.seeds]
+        layout = PackLayout.from_message(request.layout)
         per_set = len(layout.slots) // max(len(seeds), 1)
         if per_set * len(seeds) != len(layout.slots):
             raise PackError(f"{len(layout.slots)} inputs do not split into {len(seeds)} sets")
-        with open_pack(msg["_fds"][0], layout, self.device) as pack:
+        with open_pack(fds[0], layout, self.device) as pack:
             held = pack.values(self.device)
         for index, seed in enumerate(seeds):
             expected = self._inputs(seed)
@@ -685,16 +712,18 @@ class ReferenceWorker(PackEnds):
                     return {"intact": False, "where": f"timing buffer {index}, input {position}"}
         return {"intact": True, "where": ""}
 
-    def op_release(self, msg):
-        self.baselines.pop(msg["name"], None)
-        self.compiled.pop(msg["name"], None)
-        if msg["name"].startswith("compile"):
+    @handles(requests.Release)
+    def op_release(self, request: requests.Release, fds: list[int]):
+        self.baselines.pop(request.name, None)
+        self.compiled.pop(request.name, None)
+        if request.name.startswith("compile"):
             # Each compiled baseline starts from scratch, not from the previous one's state.
             torch.compiler.reset()
         self._return_free_memory()
         return {}
 
-    def op_probe(self, msg):
+    @handles(requests.Probe)
+    def op_probe(self, request: requests.Probe, fds: list[int]):
         """A fixed device workload, best of a few: inflated when something else keeps the device busy."""
         from hercules.harness.roofline import _best_ms
 
@@ -703,19 +732,21 @@ class ReferenceWorker(PackEnds):
         a = torch.randn(2048, 2048, device=self.device)
         return {"ms": _best_ms(lambda: a @ a, self.device)}
 
-    def op_roofline(self, msg):
+    @handles(requests.Roofline)
+    def op_roofline(self, request: requests.Roofline, fds: list[int]):
         from hercules.harness.roofline import count_flops
 
-        values = self._inputs(msg["seed"])
+        values = self._inputs(request.seed)
         with torch.no_grad():
             flops, out = count_flops(self.model, values)
         outs = flatten_outputs(out)
         return {"flops": flops, "input_bytes": _timing.set_bytes(values), "output_bytes": _timing.set_bytes(outs)}
 
-    def op_ceilings(self, msg):
+    @handles(requests.Ceilings)
+    def op_ceilings(self, request: requests.Ceilings, fds: list[int]):
         from hercules.harness.roofline import measure_ceilings
 
-        return {"ceilings": measure_ceilings(torch.device(msg["device"]))}
+        return {"ceilings": measure_ceilings(torch.device(request.device))}
 
 
 def fill_from_pack(fd: int, layout: Any, device: torch.device, targets: list[tuple]) -> None:
@@ -816,31 +847,35 @@ class CandidateWorker(PackEnds):
 
         triton_compat.apply()
 
-    def op_ping(self, msg):
+    @handles(requests.Ping)
+    def op_ping(self, request: requests.Ping, fds: list[int]):
         return {}
 
-    def op_datapath_echo(self, msg):
+    @handles(requests.DatapathEcho)
+    def op_datapath_echo(self, request: requests.DatapathEcho, fds: list[int]):
         """The reference's device-memory probe, read and handed back as a device pack of this
         process (no host fallback either way)."""
         from hercules.harness.device_pack import write_device_pack
 
-        values = read_pack(msg["_fds"][0], msg["layout"], self.device)
+        values = read_pack(fds[0], request.layout, self.device)
         fd, layout = write_device_pack(values, self.device)
         return {"layout": layout.to_message(), "types": ["torch.Tensor"] * len(values), "fds": 1, "_fds": [fd]}
 
-    def op_import(self, msg):
+    @handles(requests.Import)
+    def op_import(self, request: requests.Import, fds: list[int]):
         """Import only: module-level load_inline / load calls compile into the build cache."""
         _force_verbose_extension_builds()
         start = _perf_counter()
-        load_module(msg["code"], Path(msg["path"]), "hercules_candidate")
+        load_module(request.code, Path(request.path), "hercules_candidate")
         return {"seconds": _perf_counter() - start}
 
-    def op_prepare(self, msg):
+    @handles(requests.Prepare)
+    def op_prepare(self, request: requests.Prepare, fds: list[int]):
         """Everything before the candidate's code: device, CUDA context, the lazy imports. Needs no
         problem data, so it runs while the reference worker sets the problem up."""
-        self.device = use_device(msg["device"])
-        self.dtype = getattr(torch, msg["dtype"])
-        self._warm_up_runtime(compiler=bool(msg.get("compiler", True)) or self.device.type == "cuda")
+        self.device = use_device(request.device)
+        self.dtype = getattr(torch, request.dtype)
+        self._warm_up_runtime(compiler=bool(request.compiler) or self.device.type == "cuda")
         self.prepared = True
         return {}
 
@@ -855,12 +890,14 @@ class CandidateWorker(PackEnds):
         finally:
             sys.settrace(None)
 
-    def op_build(self, msg):
+    @handles(requests.Build)
+    def op_build(self, request: requests.Build, fds: list[int]):
         if not getattr(self, "prepared", False):
-            self.op_prepare(msg)
+            self.op_prepare(requests.Prepare(device=request.device, dtype=request.dtype,
+                                             compiler=request.compiler), fds)
         _force_verbose_extension_builds()
-        self.path = Path(msg["path"])
-        if msg.get("trace_lines"):
+        self.path = Path(request.path)
+        if request.trace_lines:
             self.executed = set()
         track_thread_origins(str(self.path))
         self.snapshot = Snapshot.take()
@@ -868,9 +905,9 @@ class CandidateWorker(PackEnds):
         # 11,796,480 bytes, not 0): only a candidate that raises it has set a carve-out.
         self.persisting_l2_before = _persisting_l2_bytes(self.device)
         start = _perf_counter()
-        module = self._traced(lambda: load_module(msg["code"], self.path, "hercules_candidate"))
-        self.model = self._traced(lambda: build_model(module, "ModelNew", list(msg["init_inputs"]), msg["init_seed"],
-                                                      self.device, self.dtype, perturb_seed=msg.get("perturb_seed")))
+        module = self._traced(lambda: load_module(request.code, self.path, "hercules_candidate"))
+        self.model = self._traced(lambda: build_model(module, "ModelNew", list(request.init_inputs), request.init_seed,
+                                                      self.device, self.dtype, perturb_seed=request.perturb_seed))
         synchronize(self.device)
         return {"seconds": _perf_counter() - start}
 
@@ -887,15 +924,16 @@ class CandidateWorker(PackEnds):
     def _lines(self) -> list[int]:
         return sorted(self.executed) if self.executed is not None else []
 
-    def op_run(self, msg):
-        if msg.get("first"):  # the checks start (again): the timing buffers are this round's trials
+    @handles(requests.Run)
+    def op_run(self, request: requests.Run, fds: list[int]):
+        if request.first:  # the checks start (again): the timing buffers are this round's trials
             self.trial_sets = []
-        values = read_pack(msg["_fds"][0], msg["layout"], self.device)
+        values = read_pack(fds[0], request.layout, self.device)
         pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-        self._poison(msg["specs"])
+        self._poison(request.specs)
         swallowed: list[str] = []
         tracer = (_FrameTracer(str(self.path), self.executed)
-                  if msg.get("trace") or self.executed is not None else None)
+                  if request.trace or self.executed is not None else None)
         with torch.no_grad():
             if tracer:
                 sys.settrace(tracer)
@@ -922,14 +960,15 @@ class CandidateWorker(PackEnds):
         return self._pack_reply(outs, {"aliases": aliases, "mutated": mutated, "swallowed": swallowed[:10],
                                   "executed_lines": self._lines(), "overwrote": overwrote})
 
-    def op_time(self, msg):
+    @handles(requests.Time)
+    def op_time(self, request: requests.Time, fds: list[int]):
         # Timed again (``keep_sets``): the same buffers, as revalidation and the bursts left them.
-        if not (msg.get("keep_sets") and getattr(self, "timing_sets", None)):
+        if not (request.keep_sets and getattr(self, "timing_sets", None)):
             self.timing_sets = _timing.rotation_sets(self.trial_sets, self.device)
         with torch.no_grad():
             result = _timing.time_callable(self.model, self.timing_sets, device=self.device,
-                                           budget_s=msg["budget_s"], warmup_s=msg["warmup_s"],
-                                           min_reps=msg.get("min_reps", 5), wall_check=False)
+                                           budget_s=request.budget_s, warmup_s=request.warmup_s,
+                                           min_reps=request.min_reps, wall_check=False)
             self.outputs_reused, overwrote = self._outputs_reused()
         return {"timing": result.__dict__, "sets": len(self.timing_sets), "overwrote": overwrote}
 
@@ -947,7 +986,8 @@ class CandidateWorker(PackEnds):
         reused = any(isinstance(o, torch.Tensor) and o.numel() and o.data_ptr() in held for o in second)
         return reused, _overwrites(second, held_sums)
 
-    def op_buffers(self, msg):
+    @handles(requests.Buffers)
+    def op_buffers(self, request: requests.Buffers, fds: list[int]):
         """The timing buffers as they are now, every set in order, for the reference to check
         against the values they were given; and whether any call since the trials returned an
         output sharing memory with its inputs (the trials' own check saw five calls)."""
@@ -957,61 +997,67 @@ class CandidateWorker(PackEnds):
         self.later_aliases, self.last_every_call = False, ((), [])
         return self._pack_reply([v for target in self.timing_sets for v in target], {"aliases": aliases})
 
-    def op_refresh(self, msg):
+    @handles(requests.Refresh)
+    def op_refresh(self, request: requests.Refresh, fds: list[int]):
         """Fresh values written into the very buffers used while timing: a result cached by address
         or shape now goes stale."""
-        target = self.timing_sets[int(msg["index"]) % len(self.timing_sets)]
-        fill_from_pack(msg["_fds"][0], msg["layout"], self.device, [target])
+        target = self.timing_sets[int(request.index) % len(self.timing_sets)]
+        fill_from_pack(fds[0], request.layout, self.device, [target])
         return {}
 
-    def op_single(self, msg):
+    @handles(requests.Single)
+    def op_single(self, request: requests.Single, fds: list[int]):
         """One call on a timing buffer after an L2 flush; outputs packed only after the device-wide
         synchronise inside single_call_ms, so work left on another stream is finished, not read
         half-done."""
-        target = self.timing_sets[int(msg["index"]) % len(self.timing_sets)]
-        self._poison(msg["specs"])
+        target = self.timing_sets[int(request.index) % len(self.timing_sets)]
+        self._poison(request.specs)
         flush_l2 = _timing._Flusher(self.device, True)
         with torch.no_grad():
             outs, ms = _timing.single_call_ms(lambda: flatten_outputs(self.model(*target)), self.device, flush_l2)
         return self._pack_reply(outs, {"event_ms": ms})
 
-    def op_burst(self, msg):
-        calls = int(msg["calls"])
+    @handles(requests.Burst)
+    def op_burst(self, request: requests.Burst, fds: list[int]):
+        calls = int(request.calls)
         with torch.no_grad():
-            if not msg.get("every_call"):
+            if not request.every_call:
                 outs, enqueue = _timing.burst_outputs(self.model, self.timing_sets, self.device, calls)
-                return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": self._lines()}, msg)
-            return self._every_call(self.timing_sets, calls, msg)
+                return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": self._lines()},
+                                        request.into, fds)
+            return self._every_call(self.timing_sets, calls, request.into, fds)
 
-    def op_fresh_burst(self, msg):
+    @handles(requests.FreshBurst)
+    def op_fresh_burst(self, request: requests.FreshBurst, fds: list[int]):
         """Never-seen values into the first timing buffers, then one call on each back to back, and
         every call's outputs back. The values arrive with this request, which the parent times as
         a whole: no result can be prepared before its clock starts, and none skipped."""
-        layout = PackLayout.from_message(msg["layout"])
-        per_set = max(int(msg["per_set"]), 1)
+        layout = PackLayout.from_message(request.layout)
+        per_set = max(int(request.per_set), 1)
         calls = len(layout.slots) // per_set
         # The first sets go into the timing buffers (a cache keyed by address goes stale there, and
         # the pass on values just seen runs over them next); more sets than buffers, for a pass
         # long enough to outlast the round trip's jitter, are used where they arrive.
         in_buffers = min(calls, len(self.timing_sets))
-        with open_pack(msg["_fds"][0], layout, self.device) as pack:
+        with open_pack(fds[0], layout, self.device) as pack:
             places = [dst for target in self.timing_sets[:in_buffers] for dst in target]
             pack.copy_into(places + [None] * (len(layout.slots) - len(places)))
             rest = pack.values(self.device, start=len(places))
         synchronize(self.device)
         arg_sets = list(self.timing_sets[:in_buffers]) + [tuple(rest[i:i + per_set]) for i in range(0, len(rest), per_set)]
         with torch.no_grad():
-            return self._every_call(arg_sets, calls, msg)
+            return self._every_call(arg_sets, calls, request.into, fds)
 
-    def _every_call(self, arg_sets: list[tuple], calls: int, msg: dict[str, Any]) -> dict[str, Any]:
+    def _every_call(self, arg_sets: list[tuple], calls: int, into: dict[str, Any] | None,
+                    fds: list[int]) -> dict[str, Any]:
         """A burst whose every call's outputs come back. On the CPU, with a destination in the
         request, each call's outputs are written there as the call ends and freed: kept to the end
         instead, the calls wrote 62 MB of fresh memory where the long burst reuses one 2 MB
         output that stays in cache, and an honest 0.077 ms elementwise call read 0.25 ms per call
         (2-core VM). On a GPU they are kept and packed after the device-wide synchronise."""
-        if msg.get("into") is not None and self.device.type == "cpu":
-            layout = PackLayout.from_message(msg["into"])
-            writer = PackWriter(msg["_fds"][-1], layout)
+        if into is not None and self.device.type == "cpu":
+            layout = PackLayout.from_message(into)
+            writer = PackWriter(fds[-1], layout)
             if len(layout.slots) % max(calls, 1):
                 raise PackError(f"a destination of {len(layout.slots)} outputs for {calls} calls")
             per_call = len(layout.slots) // max(calls, 1)
@@ -1041,9 +1087,10 @@ class CandidateWorker(PackEnds):
         # Checked after the timed request, in ``buffers``: on a GPU a pass's calls take microseconds.
         self.last_every_call = (arg_sets, per_call_outputs)
         return self._pack_reply([o for outs in per_call_outputs for o in outs],
-                                {"enqueue_ms": enqueue, "executed_lines": self._lines()}, msg)
+                                {"enqueue_ms": enqueue, "executed_lines": self._lines()}, into, fds)
 
-    def op_streams(self, msg):
+    @handles(requests.Streams)
+    def op_streams(self, request: requests.Streams, fds: list[int]):
         """CUDA streams the candidate's kernels ran on, from the profiler's kernel records.
 
         A marker kernel launched on the current stream first names that stream; any kernel of the
@@ -1077,7 +1124,8 @@ class CandidateWorker(PackEnds):
         names = sorted({k.get("name", "")[:80] for k in kernels[1:] if k["args"]["stream"] != current})
         return {"current": str(current), "other": other, "kernels": len(kernels) - 1, "names": names[:5]}
 
-    def op_integrity(self, msg):
+    @handles(requests.Integrity)
+    def op_integrity(self, request: requests.Integrity, fds: list[int]):
         neutral = getattr(self.snapshot, "changed_neutral_settings", None)
         return {
             "patched": self.snapshot.changed_attributes(),
@@ -1213,6 +1261,15 @@ def _force_verbose_extension_builds() -> None:
 ROLES: dict[str, Callable[[], Any]] = {"reference": ReferenceWorker, "candidate": CandidateWorker}
 
 
+def handler_for(handler: Any, kind: type[requests.Request]) -> Callable[[Any, list[int]], dict[str, Any]]:
+    """The method of ``handler`` registered for requests of type ``kind`` (``@handles``)."""
+    for cls in type(handler).__mro__:
+        for attribute in vars(cls).values():
+            if getattr(attribute, "handles", None) is kind:
+                return attribute.__get__(handler)
+    raise requests.RequestError(f"the {type(handler).__name__} does not answer '{kind.op}'")
+
+
 # A caching allocator keeps its process' peak. With several evaluations' trials sharing one GPU,
 # problems with multi-GB tensors (KernelBench level 1: 6-17 GB an input) ran the H200 out of
 # memory while most of it sat cached in idle workers; what is cached beyond this goes back.
@@ -1260,11 +1317,13 @@ def serve(role: str, conn: Connection) -> None:
         if op == "exit":
             return
         start = _perf_counter()
-        fds: list[int] = []
+        received: list[int] = []  # descriptors that came with the request
+        fds: list[int] = []  # descriptors the reply hands over
         try:
             if msg.get("fds"):
-                msg["_fds"] = receive_fds(conn.fileno(), int(msg["fds"]))
-            reply = getattr(handler, f"op_{op}")(msg)
+                received = receive_fds(conn.fileno(), int(msg["fds"]))
+            request = requests.parse(msg)
+            reply = handler_for(handler, type(request))(request, received)
             fds = reply.pop("_fds", [])
             reply["ok"] = True
         except BaseException as exc:  # the verdict decides what an exception means
@@ -1278,7 +1337,7 @@ def serve(role: str, conn: Connection) -> None:
                      "traceback": traceback.format_exc()[-4000:]}
             traceback.print_exc()
         finally:
-            for fd in msg.get("_fds") or ():
+            for fd in received:
                 try:
                     os.close(fd)
                 except OSError:
