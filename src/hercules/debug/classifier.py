@@ -95,6 +95,12 @@ def _subtype_of_compile_error(line: str) -> str:
     return "api_misuse" if _API.search(message) else "syntax_type"
 
 
+def missing_header(text: str) -> str | None:
+    """The header a build could not find (``cusparse.h``), or None."""
+    m = _MISSING_HEADER.search(text or "")
+    return m.group("h").strip().strip("<>\"") if m else None
+
+
 def classify_build(text: str, timed_out: bool = False) -> Classification:
     """A failed build: the candidate's errors first, then the environment's."""
     if timed_out:

@@ -197,6 +197,14 @@ def _describe(outcome: Outcome) -> str:
     return f"{c.category}{'/' + c.subtype if c.subtype else ''}: {c.reason}".strip().rstrip(":")[:300]
 
 
+def _lacks(outcome: Outcome) -> str:
+    """Names the CUDA library header a build missed, first, so that a row says which (scripts/setup
+    installs cuBLAS, cuFFT, cuRAND, cuSOLVER and cuSPARSE's; others, cuDNN or NCCL, it does not)."""
+    c = outcome.classification
+    header = cls.missing_header(c.reason) if c.environment_suspect else None
+    return f"needs {header}, a CUDA library header this machine lacks; " if header else ""
+
+
 def _timeout_s(outcome: Outcome) -> str:
     stage = outcome.build if outcome.build is not None and outcome.build.timed_out else outcome.test
     return f" after {stage.seconds:.0f} s" if stage is not None else ""
@@ -220,7 +228,7 @@ def judge_reference(outcome: Outcome | None, note: str) -> tuple[str, str]:
     if c.category == cls.UNTESTED:
         return "builds", f"the reference builds ({c.reason})"
     if c.category == cls.ENV or (c.category == cls.BUILD and c.environment_suspect):
-        return "environment", f"the reference cannot be built or run here: {_describe(outcome)}"
+        return "environment", f"the reference cannot be built or run here: {_lacks(outcome)}{_describe(outcome)}"
     if c.category == cls.TIMEOUT:
         stage = "build" if c.subtype == "build" else "test"
         return "timeout", f"the reference's {stage} timed out{_timeout_s(outcome)}"
@@ -248,8 +256,8 @@ def judge(inst: Instance, broken: Outcome, reference: Outcome | None, reference_
     if b.category == cls.BUILD and b.environment_suspect and ref_status not in ("builds", "passes"):
         # a CUDA library header this machine lacks: the candidate's fault only if the reference,
         # built here the same way, does without it
-        return ("untested", f"the broken file cannot be built here: {_describe(broken)} (a CUDA library "
-                f"header this machine lacks; {ref_why})", "environment_library_header", observed)
+        return ("untested", f"the broken file cannot be built here: {_lacks(broken)}{_describe(broken)} "
+                f"({ref_why})", "environment_library_header", observed)
     if ref_status in ("environment", "timeout"):
         return "untested", ref_why, f"reference_{ref_status}", observed
     # 2. the reference itself fails: the instance cannot be solved as given

@@ -9,6 +9,7 @@ rewrite is recorded as a note in the attempt's evidence.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -16,6 +17,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from hercules.debug import cudalibs
 
 COMPILE_ONLY_ARCH = "90"  # no GPU here: compile for Hopper (the H200 the benchmark is measured on)
 # ThunderKittens' Makefiles name a GPU, not an architecture.
@@ -105,6 +108,31 @@ def _unversioned_links(libs: list[Path], cache: Path) -> Path | None:
     return cache
 
 
+def _torch_cuda_macros(cache: Path) -> Path | None:
+    """An include folder with ``c10/cuda/impl/cuda_cmake_macros.h`` when torch lacks it.
+
+    CMake generates that file only in CUDA builds of torch, and ``c10/cuda/CUDAMacros.h`` includes
+    it, so with a CPU torch no CUDA extension that includes ``ATen/cuda/CUDAContext.h`` compiles.
+    Its content in a CUDA build (torch 2.13, shared libraries) is the one define written here.
+    """
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    include = Path(spec.origin).parent / "include"
+    if not (include / "c10/cuda/CUDAMacros.h").exists() or (include / _CUDA_MACROS).exists():
+        return None
+    folder = cache / "torch-cuda-macros" / "include"
+    header = folder / _CUDA_MACROS
+    if not header.exists():
+        header.parent.mkdir(parents=True, exist_ok=True)
+        header.write_text("#pragma once\n// what a CUDA build of torch generates; a CPU build has no such file\n"
+                          "#define C10_CUDA_BUILD_SHARED_LIBS\n")
+    return folder
+
+
+_CUDA_MACROS = "c10/cuda/impl/cuda_cmake_macros.h"
+
+
 @functools.lru_cache(maxsize=4)
 def supported_archs(cuda_home: Path | None) -> tuple[str, ...]:
     """The compute capabilities this toolkit's nvcc can target, e.g. ("75", "80", ..., "121")."""
@@ -131,13 +159,20 @@ def toolchain(device: str, cache_dir: Path) -> Toolchain:
         env["CUDA_HOME"] = str(cuda_home)
     includes, libs = _wheel_library_dirs()
     links = _unversioned_links(libs, cache_dir / "debug-libs")
+    # after the wheels' (real) files: the headers and link stubs scripts/setup installs (cudalibs.py)
+    # and the one generated header a CPU build of torch lacks for its CUDA headers
+    dev = cudalibs.installed(cudalibs.nvcc_release(cuda_home)) if cuda_home else None
+    includes += [d for d in (dev / "include" if dev else None, _torch_cuda_macros(cache_dir)) if d]
     if includes:
         env["CPATH"] = os.pathsep.join([*map(str, includes), os.environ.get("CPATH", "")]).rstrip(os.pathsep)
-    if links:
-        lib_path = [str(links), *map(str, libs)]
-        env["LIBRARY_PATH"] = os.pathsep.join([*lib_path, os.environ.get("LIBRARY_PATH", "")]).rstrip(os.pathsep)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            [*lib_path, os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
+    if links or dev:
+        # stubs only link: LIBRARY_PATH, never LD_LIBRARY_PATH (a GPU machine loads the real libraries)
+        lib_path = [str(links), *map(str, libs)] if links else []
+        link_path = [*lib_path, *([str(dev / "lib")] if dev else [])]
+        env["LIBRARY_PATH"] = os.pathsep.join([*link_path, os.environ.get("LIBRARY_PATH", "")]).rstrip(os.pathsep)
+        if lib_path:
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                [*lib_path, os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
     return Toolchain(cuda_home=cuda_home, arch=arch or COMPILE_ONLY_ARCH, gpu_present=arch is not None,
                      env=tuple(sorted(env.items())), supported_archs=supported_archs(cuda_home))
 
