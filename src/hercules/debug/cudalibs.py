@@ -65,10 +65,12 @@ def installed(release: str | None) -> Path | None:
     return max(found, key=preference) if found else None
 
 
-def headers_present(cuda_home: Path | None) -> list[str]:
-    """The key headers the toolkit or an installed ``nvidia-*`` wheel (a CUDA torch's) already has."""
+def headers_present(cuda_home: Path | None, major: str) -> list[str]:
+    """The key headers the toolkit or an installed ``nvidia-*`` wheel of the same major version (a
+    CUDA torch's) already has: CUDA 13's wheels share ``nvidia/cu13/``, older ones ``nvidia/<lib>/``."""
     dirs = [cuda_home / "include"] if cuda_home else []
-    dirs += [p for entry in sys.path for p in (Path(entry or ".") / "nvidia").glob("*/include")]
+    pattern = f"cu{major}/include" if int(major) >= 13 else "cu*[!0-9]*/include"
+    dirs += [p for entry in sys.path for p in (Path(entry or ".") / "nvidia").glob(pattern)]
     return [h for h in KEY_HEADERS if any((d / h).exists() for d in dirs)]
 
 
@@ -136,12 +138,11 @@ def install(cuda_home: Path | None) -> str:
         return "note: no nvcc found; CUDA library headers not installed"
     if done := installed(release):
         return f"CUDA library headers for nvcc {release}: {done} (already installed)"
-    present = headers_present(cuda_home)
-    if len(present) == len(KEY_HEADERS):
+    major = release.split(".")[0]
+    if len(headers_present(cuda_home, major)) == len(KEY_HEADERS):
         return f"CUDA library headers for nvcc {release}: already with the toolkit or torch's nvidia wheels"
     if not shutil.which("nm") or not shutil.which("cc"):
         return "note: nm or cc missing; CUDA library headers not installed"
-    major = release.split(".")[0]
     root().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cuda-libs-", dir=root()) as tmp:
         work = Path(tmp)
