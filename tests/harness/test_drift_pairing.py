@@ -128,6 +128,41 @@ def test_passes_slow_every_time_floor_the_time_by_the_fastest_set(tmp_path):
     assert "long" not in evaluation.asked
 
 
+def _judge(evaluation, first, wall_ms):
+    return evaluation._judge_passes(first, SETS, wall_ms, wall_ms, calls=301)
+
+
+def test_passes_slowed_by_load_that_set_in_after_the_long_burst_are_not_taken_for_reuse(tmp_path):
+    # A CI run: 8.84 ms per call on new values, 9.04 on values just seen, 0.56 in a long burst
+    # measured before the host filled up; the passes measured again read the same, and the long
+    # burst measured right after them reads 9.0: the host slowed, nothing was reused or skipped.
+    slowed = JudgedPasses(fresh_ms=8.84, seen_ms=9.04, seen_fastest_ms=9.04, calls=32, fresh_overhead_ms=0.0,
+                          seen_overhead_ms=0.0)
+    evaluation = _Scripted(tmp_path, passes=[slowed], long=[9.0])
+    passes, caught = _judge(evaluation, slowed, 0.56)
+    assert (passes, caught) == (slowed, False)
+    assert evaluation.asked == ["passes", "long"]
+    assert "the host slowed" in evaluation.notes[-1]
+
+
+def test_reuse_or_skipping_keeps_the_long_burst_fast_beside_the_slow_passes_and_is_caught(tmp_path):
+    # A content cache (or a skipper) is fast wherever values repeat, the long burst measured right
+    # after the passes included: measured again and again, it stays caught.
+    cached = JudgedPasses(fresh_ms=9.0, seen_ms=0.5, seen_fastest_ms=0.5, calls=32, fresh_overhead_ms=0.0,
+                          seen_overhead_ms=0.0)
+    evaluation = _Scripted(tmp_path, passes=[cached] * JUDGED_REMEASURES, long=[0.55] * JUDGED_REMEASURES)
+    passes, caught = _judge(evaluation, cached, 0.56)
+    assert caught and passes == cached
+    assert evaluation.asked == ["passes", "long"] * JUDGED_REMEASURES
+
+
+def test_a_slow_set_of_passes_fast_when_measured_again_needs_no_long_burst(tmp_path):
+    evaluation = _Scripted(tmp_path, passes=[_passes(0.6)])
+    passes, caught = _judge(evaluation, _passes(9.0), 0.56)
+    assert not caught and passes.fresh_ms == 0.6
+    assert evaluation.asked == ["passes"]
+
+
 @pytest.mark.slow
 def test_an_honest_candidate_slow_on_new_values_is_held_above_its_long_burst_with_no_flag(tmp_path):
     """A real evaluation whose passes over never-seen values are slow (honest_slow_on_new_values.py):
