@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     chosen = sample(args.corpus, args.per_level) if args.per_level else [
-        s.path for s in smallest(args.corpus, args.smallest)]
+        s.path for s in smallest(args.corpus, args.smallest)] if args.smallest else []
     files = chosen + [args.corpus / a for a in args.also]
     options = EvalOptions(device=args.device, trials=args.trials, baselines=("eager",), timing_budget_s=0.05,
                           warmup_s=0.01, time_candidate=args.timed, run_timeout_s=300)
