@@ -188,18 +188,23 @@ def eval_command(problem_path, candidate_path, evaluation, artifacts, as_json):
 @click.argument("sources", nargs=-1)
 @click.option("--candidates", "candidates_dir", default=None,
               help="Folder with one sub-folder of candidate files per problem name.")
-@evaluation_options()
+@evaluation_options(check_present="ray_address")
 @click.option("--run-dir", default=None, help="Resumable run folder (default runs/<timestamp>); rerun to resume.")
 @click.option("--jobs", default=None, type=click.IntRange(min=1), help="Parallel builds (default: CPU count).")
 @click.option("--eval-jobs", default=None, type=click.IntRange(min=1),
               help="Evaluations in flight (default 2 on a GPU, 1 on the CPU); measurements still take the "
-                   "device one at a time.")
+                   "device one at a time. With --ray-address and --device cpu: the number of CPU actors.")
+@click.option("--ray-address", default=None, metavar="HOST:PORT|local",
+              help="Evaluate on a Ray cluster, one actor per GPU across its machines (two evaluations each, "
+                   "one measuring at a time); 'local' starts a private instance here. The run folder, store "
+                   "and reports stay with this command.")
 @click.option("--pipeline", is_flag=True,
               help="Start each evaluation as soon as its own build is done, instead of after all builds: "
                    "faster for many compiled candidates, but compilers then share the host with timings.")
 @click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs, pipeline, name_filter, as_json):
+def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs, ray_address, pipeline, name_filter,
+                  as_json):
     """Evaluate problems x candidates into a run folder, a SQLite store and reports.
 
     With no SOURCES: the built-in suite with its example candidates on the local device.
@@ -215,6 +220,7 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
       hercules bench --filter mish --run-dir runs/mish # rerun the same command to resume after a stop
       hercules bench src/hercules/suite/problems --candidates src/hercules/suite/candidates --filter fp32
       hercules bench src/hercules/suite/problems --candidates src/hercules/suite/candidates --filter rmsnorm --pipeline --eval-jobs 2
+      hercules bench KernelBench/level1 --ray-address HEAD:6379 --run-dir runs/l1  # a Ray cluster's GPUs
     """
     from hercules.harness.batch import run_bench
     from hercules.report.bench import collect_items, print_summary, write_reports
@@ -226,9 +232,14 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
     if not items:
         _fail("no problem has a candidate to evaluate" + (f" (none matches --filter {name_filter})" if name_filter
                                                           else ""))
+    if ray_address and (jobs is not None or pipeline):
+        _fail("--jobs and --pipeline do not apply with --ray-address: each actor builds the candidates it "
+              "evaluates (the cluster's machines have their own compilers and caches)")
     options = evaluation
-    _warn_too_large(items, options.device)
+    if not ray_address:  # a cluster's memory is its machines', not known here
+        _warn_too_large(items, options.device)
     folder = writable_folder(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"), "--run-dir")
+    executor = _bench_cluster(ray_address, options.device, eval_jobs)
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -242,6 +253,9 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
 
         def progress(event: str, item, verdict) -> None:
             label = f"{item.problem.name}/{item.candidate.name}"
+            if event == "lost":  # not recorded: a rerun with the same --run-dir evaluates it
+                console.print(f"lost      {label}: its Ray actor died on every attempt")
+                return
             if not console.is_terminal:  # no live bar in a log file: one line per finished step
                 console.print(f"{event:9s} {label}" + (f": {verdict.status.value}" if verdict else ""))
             if event == "built":
@@ -257,8 +271,11 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
         # are cancelled and recorded as nothing, the finished ones are reported, and a rerun with
         # the same --run-dir evaluates the rest.
         with stop_on_signals() as stop:
-            rows = run_bench(items, folder, options, build_jobs=jobs, eval_jobs=eval_jobs, pipeline=pipeline,
-                             progress=progress)
+            try:
+                rows = run_bench(items, folder, options, build_jobs=jobs, eval_jobs=eval_jobs, pipeline=pipeline,
+                                 progress=progress, executor=executor)
+            finally:
+                _release(executor, stop.is_set())
             if not stop.is_set():
                 bar.update(builds, completed=len(items))
     summary = write_reports(rows, folder)
@@ -273,6 +290,35 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
         print_summary(console, rows, folder)
     if stop.is_set():
         exit_stopped()
+
+
+def _bench_cluster(ray_address: str | None, device: str, eval_jobs: int | None):
+    """The Ray executor for ``--ray-address`` (None without), its actors listed on stderr: one line
+    each, with host and GPU, so that a user sees every GPU got its own."""
+    if not ray_address:
+        return None
+    from hercules.executor import make_executor
+
+    try:
+        executor = make_executor(ray_address=ray_address, device=device, workers=eval_jobs)
+    except (ValueError, RuntimeError, ConnectionError) as exc:
+        _fail(f"--ray-address {ray_address}: {exc}")
+    placements = executor.placements()
+    click.echo(f"hercules bench: {len(placements)} Ray actor(s), {executor.capacity} evaluations at once", err=True)
+    for line in placements:
+        click.echo(f"  actor: {line}", err=True)
+    return executor
+
+
+def _release(executor, stopped: bool) -> None:
+    """Close the executor; after a stop, abandon it: its actors are killed (their evaluations must
+    end, wherever they run) and nothing waits for Ray to wind down."""
+    if executor is None:
+        return
+    if stopped:
+        executor.abandon()
+    else:
+        executor.close()
 
 
 def _device_name(device: str) -> str:

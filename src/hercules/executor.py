@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import abc
 import os
+import socket
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -29,6 +31,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from hercules import interrupt
 from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate
 from hercules.harness.ipc import package_pythonpath
@@ -81,6 +84,11 @@ class EvalExecutor(abc.ABC):
     def _shutdown(self) -> None:
         """Release the backend (threads, actors)."""
 
+    def placements(self) -> list[str]:
+        """Where each slot runs, one line each (a run says it so that a user can check that every
+        GPU got its own): the device name, for local threads."""
+        return list(self.devices)
+
     @abc.abstractmethod
     def run_on_device(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(device, *args)`` where evaluations run (a Ray actor's process on a cluster), holding
@@ -128,7 +136,8 @@ class EvalExecutor(abc.ABC):
             verdict = future.result() if exc is None else None
             if verdict is not None and not infrastructure_failure(verdict):
                 result.set_result(Tracked(verdict, attempt))
-            elif attempt <= self.retries and not self._closed:
+            elif attempt <= self.retries and not self._closed and not interrupt.STOP.is_set():
+                # (a stopping run killed the worker or actor itself: nothing to run again)
                 launch(attempt + 1)
             elif verdict is not None:
                 result.set_result(Tracked(verdict, attempt))
@@ -142,6 +151,17 @@ class EvalExecutor(abc.ABC):
         if not self._closed:
             self._closed = True
             self._shutdown()
+
+    def abandon(self) -> None:
+        """A stopping run's close: the evaluations in flight end now and nothing waits for the
+        backend to wind down (the process leaves right after). A cluster's actors are killed: they
+        may run on other machines, out of reach of this process's stop."""
+        if not self._closed:
+            self._closed = True
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """Local threads: their workers are this process's children, which the stop kills."""
 
     def __enter__(self):
         return self
@@ -256,6 +276,10 @@ class _EvalActor:
     def __init__(self, device: str):
         self.device = device
         self.lock = DeviceLock()
+        # Two evaluations share this interpreter: a thread reading the parent's clock when a reply
+        # arrives waits for the interpreter lock up to the switch interval (5 ms by default); 1 ms
+        # keeps that small against a burst's 60 ms (as ``hercules bench`` does for its threads).
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
 
     def evaluate(self, problem: Problem, candidate: Candidate, options: EvalOptions) -> Verdict:
         return evaluate(problem, candidate, replace(options, device=self.device), gpu_lock=self.lock)
@@ -266,6 +290,11 @@ class _EvalActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def placement(self) -> str:
+        """Host, process and the GPU Ray gave this actor (its CUDA_VISIBLE_DEVICES)."""
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") if self.device == "cuda" else ""
+        return f"{self.device} on {socket.gethostname()} pid {os.getpid()}" + (f" GPU {gpu}" if gpu else "")
 
 
 class RayExecutor(EvalExecutor):
@@ -320,6 +349,9 @@ class RayExecutor(EvalExecutor):
     def run_on_device(self, fn: Callable[..., T], *args: Any) -> T:
         return self._ray.get(self._actors[0].run.remote(fn, *args))
 
+    def placements(self) -> list[str]:
+        return self._ray.get([a.placement.remote() for a in self._actors])
+
     def actor_pids(self) -> list[int]:
         """Process ids of the actors (tests and the load test kill one to exercise retries)."""
         return self._ray.get([a.pid.remote() for a in self._actors])
@@ -347,10 +379,15 @@ class RayExecutor(EvalExecutor):
         return future
 
     def _shutdown(self) -> None:
-        for actor in self._actors:
-            self._ray.kill(actor, no_restart=True)
+        self._abandon()
         if self._owns_ray:
             self._ray.shutdown()
+
+    def _abandon(self) -> None:
+        # Without ray.shutdown: a private local instance's processes died with the stop's kill of
+        # this process's children, and shutting it down then waits ~5 s for them.
+        for actor in self._actors:
+            self._ray.kill(actor, no_restart=True)
 
 
 def _package_env() -> dict[str, str]:

@@ -9,6 +9,14 @@ A run stopped by SIGINT/SIGTERM (``hercules.interrupt``) starts nothing new, has
 killed, and drops the evaluations that were in flight: their verdict files are set aside as
 ``verdict_interrupted.json`` and nothing of them reaches the store, so a rerun evaluates them
 again instead of resuming a crash the stop caused. ``run_bench`` then returns the rows finished.
+
+Given an executor (``hercules.executor``: Ray actors, one per GPU across machines), the evaluations
+run there instead, each actor building its own candidates (the cluster's machines have their own
+compilers and caches) and timing under its own device's lock. The actors write nothing of the run
+folder, which may not even exist on their machines: this process writes each finished item's
+``problem.py``, ``candidate.py`` and ``verdict.json``, the store and the reports, so the folder
+resumes the same way. An evaluation whose actor died under it is run again by the executor on a
+live one and recorded once, with a note; one lost for good is not recorded, and a rerun evaluates it.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ import json
 import re
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hercules import interrupt
 from hercules.harness import build as build_mod
@@ -31,6 +41,11 @@ from hercules.fileio import write_text_atomic
 from hercules.harness.records import Cause, Verdict, verdict_from_json
 from hercules.problems.model import Candidate, Problem
 from hercules.store import ResultStore
+
+if TYPE_CHECKING:
+    from hercules.executor import EvalExecutor
+
+Progress = Callable[[str, "BenchItem", Verdict | None], None]
 
 
 @dataclass(frozen=True)
@@ -107,15 +122,15 @@ def prebuild(items: Sequence[BenchItem], options: EvalOptions, jobs: int,
 
 
 def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *, build_jobs: int | None = None,
-              eval_jobs: int | None = None, pipeline: bool = False,
-              progress: Callable[[str, BenchItem, Verdict | None], None] | None = None) -> list[BenchRow]:
+              eval_jobs: int | None = None, pipeline: bool = False, progress: Progress | None = None,
+              executor: EvalExecutor | None = None) -> list[BenchRow]:
     """Evaluate every pending item; with ``pipeline`` an evaluation starts as soon as its own build
-    is done (builds share the host with measurements), otherwise all builds finish first."""
+    is done (builds share the host with measurements), otherwise all builds finish first. With
+    ``executor`` (a Ray cluster's actors) the evaluations run there, as many at once as it takes,
+    each building its own candidate: ``build_jobs``, ``eval_jobs`` and ``pipeline`` do not apply."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(options.device)
     store = ResultStore(run_dir / "results.sqlite")
-    run_id = store.start_run(str(device), build_mod.software_versions(),
-                             {"items": len(items), "trials": options.trials, "budget_s": options.timing_budget_s})
+    run_id = _start_run(store, len(items), options, executor)
     rows: list[BenchRow] = []
     pending: list[BenchItem] = []
     for item in items:
@@ -128,6 +143,45 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         else:
             pending.append(item)
 
+    def finished(item: BenchItem, verdict: Verdict) -> None:
+        _record(store, run_id, item, verdict)
+        rows.append(BenchRow(item, verdict, resumed=False))
+        if progress:
+            progress("evaluated", item, verdict)
+
+    if executor is not None:
+        _bench_on_executor(pending, run_dir, options, executor, finished, progress)
+    else:
+        _bench_here(pending, run_dir, options, build_jobs, eval_jobs, pipeline, finished, progress)
+    if not interrupt.STOP.is_set():  # a stopped run stays unfinished in the store
+        store.finish_run(run_id)
+    store.close()
+    order = {id(item): i for i, item in enumerate(items)}
+    rows.sort(key=lambda r: order.get(id(r.item), 0))
+    return rows
+
+
+def _start_run(store: ResultStore, count: int, options: EvalOptions, executor: EvalExecutor | None) -> int:
+    """The store's run record: the device and software that evaluate, which with an executor are
+    its actors' (asked of one of them), not this process's (a Ray driver may have no GPU)."""
+    args = {"items": count, "trials": options.trials, "budget_s": options.timing_budget_s}
+    if executor is None:
+        return store.start_run(str(resolve_device(options.device)), build_mod.software_versions(), args)
+    args["placements"] = executor.placements()
+    versions = executor.run_on_device(_software_versions)
+    return store.start_run(f"{executor.devices[0]} x{len(executor.devices)}", versions, args)
+
+
+def _software_versions(_device: str) -> dict[str, str]:
+    """``software_versions`` where an executor evaluates (a module-level function: Ray imports it)."""
+    return build_mod.software_versions()
+
+
+def _bench_here(pending: Sequence[BenchItem], run_dir: Path, options: EvalOptions, build_jobs: int | None,
+                eval_jobs: int | None, pipeline: bool, finished: Callable[[BenchItem, Verdict], None],
+                progress: Progress | None) -> None:
+    """Builds and evaluations in this process's threads, on this machine's device."""
+    device = resolve_device(options.device)
     cpus = build_mod.usable_cpus()
     build_options = replace(options, artifacts_dir=run_dir)
     # Measurements (timing, baselines, roofline) hold the device lock exclusively; correctness
@@ -165,25 +219,22 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
             _set_aside(folder, "verdict_beside_others.json")
             alone.append(item)
             return None
-        _record(store, run_id, item, verdict)
         return BenchRow(item, verdict, resumed=False)
 
     def built(item: BenchItem) -> None:
         if progress:
             progress("built", item, None)
 
-    def finished(row: BenchRow) -> None:
-        rows.append(row)
-        if progress:
-            progress("evaluated", row.item, row.verdict)
+    def done(row: BenchRow) -> None:
+        finished(row.item, row.verdict)
 
     if pipeline:
-        _pipelined(pending, build_options, build_jobs or max(1, cpus - 2 * jobs), jobs, one, built, finished)
+        _pipelined(pending, build_options, build_jobs or max(1, cpus - 2 * jobs), jobs, one, built, done)
     else:
         prebuild(pending, build_options, build_jobs or cpus, on_done=lambda item, _err: built(item))
         for _index, row in interrupt.map_until_stopped(one, pending, jobs):
             if row is not None:
-                finished(row)
+                done(row)
     for item in alone:
         if interrupt.STOP.is_set():
             break
@@ -192,17 +243,88 @@ def run_bench(items: Sequence[BenchItem], run_dir: Path, options: EvalOptions, *
         if interrupt.abandoned(verdict):
             _set_aside(folder, "verdict_interrupted.json")
             break
-        verdict = replace(verdict, notes=verdict.notes + (
-            f"evaluated alone: out of device memory beside {jobs - 1} other evaluation(s) at first",))
+        verdict = _noted(verdict, _alone_note(f"{jobs - 1} other evaluation(s)"))
         write_text_atomic(folder / "verdict.json", json.dumps(verdict.to_json(), indent=1))
-        _record(store, run_id, item, verdict)
-        finished(BenchRow(item, verdict, resumed=False))
-    if not interrupt.STOP.is_set():  # a stopped run stays unfinished in the store
-        store.finish_run(run_id)
-    store.close()
-    order = {id(item): i for i, item in enumerate(items)}
-    rows.sort(key=lambda r: order.get(id(r.item), 0))
-    return rows
+        finished(item, verdict)
+
+
+def _bench_on_executor(pending: Sequence[BenchItem], run_dir: Path, options: EvalOptions, executor: EvalExecutor,
+                       finished: Callable[[BenchItem, Verdict], None], progress: Progress | None) -> None:
+    """Evaluations on the executor's actors; this process writes each item's folder as its verdict
+    comes back. One that ran out of device memory beside others on its actor is judged again
+    once the rest are done, one at a time, as on one machine."""
+    remote = replace(options, artifacts_dir=None)  # the actors keep their files in private folders
+    alone: list[BenchItem] = []
+
+    def settle(item: BenchItem, future: Future, first: bool) -> None:
+        verdict = _tracked_verdict(item, future, progress)
+        if verdict is None or interrupt.abandoned(verdict):
+            return  # lost, or cancelled by a stop: nothing written, a rerun evaluates it
+        if first and executor.capacity > 1 and verdict.cause is Cause.OUT_OF_MEMORY:
+            _write_item(run_dir, item, verdict, "verdict_beside_others.json")
+            alone.append(item)
+            return
+        if not first:
+            verdict = _noted(verdict, _alone_note("other evaluations on its device"))
+        _write_item(run_dir, item, verdict, "verdict.json")
+        finished(item, verdict)
+
+    _drain(executor, pending, remote, executor.capacity, lambda item, future: settle(item, future, True))
+    _drain(executor, alone, remote, 1, lambda item, future: settle(item, future, False))
+
+
+def _drain(executor: EvalExecutor, items: Sequence[BenchItem], options: EvalOptions, limit: int,
+           settle: Callable[[BenchItem, Future], None]) -> None:
+    """At most ``limit`` evaluations in flight; the rest wait here rather than in one actor's
+    queue, so each goes to whichever actor is least busy when a slot frees. A stop submits nothing
+    more and leaves those in flight to be killed (the executor's close ends its actors)."""
+    queue = deque(items)
+    flying: dict[Future, BenchItem] = {}
+    while (queue or flying) and not interrupt.STOP.is_set():
+        while queue and len(flying) < limit:
+            item = queue.popleft()
+            flying[executor.submit_tracked(item.problem, item.candidate, options)] = item
+        done, _ = wait(flying, timeout=0.5, return_when=FIRST_COMPLETED)
+        for future in done:
+            settle(flying.pop(future), future)
+
+
+def _tracked_verdict(item: BenchItem, future: Future, progress: Progress | None) -> Verdict | None:
+    """The verdict of an executor's evaluation, noting the attempts its infrastructure cost; None
+    when it was lost (every attempt's actor died) or cut by a stop."""
+    from hercules.executor import EvaluationLost
+
+    try:
+        tracked = future.result()
+    except EvaluationLost:
+        if progress and not interrupt.STOP.is_set():
+            progress("lost", item, None)
+        return None
+    except Exception:
+        if interrupt.STOP.is_set():
+            return None
+        raise
+    if tracked.attempts == 1:
+        return tracked.verdict
+    return _noted(tracked.verdict, f"evaluated {tracked.attempts} times: the process evaluating it died under "
+                                   f"the first {tracked.attempts - 1} (the infrastructure, not the candidate)")
+
+
+def _alone_note(others: str) -> str:
+    return f"evaluated alone: out of device memory beside {others} at first"
+
+
+def _noted(verdict: Verdict, note: str) -> Verdict:
+    return replace(verdict, notes=verdict.notes + (note,))
+
+
+def _write_item(run_dir: Path, item: BenchItem, verdict: Verdict, name: str) -> None:
+    """An item's folder as a local evaluation leaves it, less the logs (kept where it ran)."""
+    folder = item_dir(run_dir, item)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / "problem.py", item.problem.code)
+    write_text_atomic(folder / "candidate.py", item.candidate.code)
+    write_text_atomic(folder / name, json.dumps(verdict.to_json(), indent=1))
 
 
 def _pipelined(pending: Sequence[BenchItem], build_options: EvalOptions, builders: int, jobs: int,
