@@ -11,6 +11,14 @@ from hercules.harness import baselines
 from hercules.harness.checks import DEFAULT_TOLERANCES
 from hercules.harness.worker import ReferenceWorker
 
+
+def ask(worker, op: str, message: dict):
+    """One request to a worker object in this process, as its pipe would deliver it (typed, checked)."""
+    from hercules.harness.requests import REQUESTS, parse
+    from hercules.harness.worker import handler_for
+
+    return handler_for(worker, REQUESTS[op])(parse({"op": op, **message}), [])
+
 PROBLEM = """
 import torch, torch.nn as nn
 
@@ -28,7 +36,7 @@ def get_init_inputs():
 
 def _worker(device: str) -> ReferenceWorker:
     worker = ReferenceWorker()
-    worker.op_setup({"device": device, "dtype": "float32", "tolerance": DEFAULT_TOLERANCES["float32"].__dict__,
+    ask(worker, "setup", {"device": device, "dtype": "float32", "tolerance": DEFAULT_TOLERANCES["float32"].__dict__,
                      "code": PROBLEM, "init_seed": 1})
     return worker
 
@@ -43,19 +51,19 @@ def test_prepare_takes_the_function_compiled_ahead_and_compiles_nothing_more(dev
     from torch._dynamo.utils import counters
 
     worker = _worker(device)
-    worker.op_baseline_compile({"name": "compile", "seed": 3})
+    ask(worker, "baseline_compile", {"name": "compile", "seed": 3})
     compiled = worker.compiled["compile"]
     frames = counters["stats"]["unique_graphs"]
     assert frames >= 1
-    worker.op_baseline_prepare({"name": "compile", "seeds": [3, 4, 5]})
+    ask(worker, "baseline_prepare", {"name": "compile", "seeds": [3, 4, 5]})
     assert worker.baselines["compile"][0] is compiled and "compile" not in worker.compiled
     assert counters["stats"]["unique_graphs"] == frames  # the other sets hit the same graph
-    worker.op_release({"name": "compile"})
+    ask(worker, "release", {"name": "compile"})
     assert "compile" not in worker.baselines
 
 
 def test_only_compiled_baselines_are_compiled_ahead():
     worker = _worker("cpu")
     with pytest.raises(ValueError, match="not a compiled baseline"):
-        worker.op_baseline_compile({"name": "eager", "seed": 3})
+        ask(worker, "baseline_compile", {"name": "eager", "seed": 3})
     assert baselines.COMPILED <= set(baselines.BASELINES)

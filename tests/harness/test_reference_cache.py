@@ -12,6 +12,14 @@ import torch
 from hercules.harness.checks import DEFAULT_TOLERANCES
 from hercules.harness.worker import ReferenceWorker
 
+
+def ask(worker, op: str, message: dict):
+    """One request to a worker object in this process, as its pipe would deliver it (typed, checked)."""
+    from hercules.harness.requests import REQUESTS, parse
+    from hercules.harness.worker import handler_for
+
+    return handler_for(worker, REQUESTS[op])(parse({"op": op, **message}), [])
+
 PROBLEM = """
 import torch, torch.nn as nn
 
@@ -30,7 +38,7 @@ def get_init_inputs():
 def _worker(fraction: float) -> ReferenceWorker:
     worker = ReferenceWorker()
     worker.CACHE_FRACTION = fraction
-    worker.op_setup({"device": "cpu", "dtype": "float32", "tolerance": DEFAULT_TOLERANCES["float32"].__dict__,
+    ask(worker, "setup", {"device": "cpu", "dtype": "float32", "tolerance": DEFAULT_TOLERANCES["float32"].__dict__,
                      "code": PROBLEM, "init_seed": 1})
     return worker
 
@@ -38,19 +46,19 @@ def _worker(fraction: float) -> ReferenceWorker:
 def test_within_the_budget_at_most_keep_sets_are_kept():
     worker = _worker(0.5)
     for seed in range(5):
-        worker.op_specs({"seed": seed})
+        ask(worker, "specs", {"seed": seed})
     assert list(worker.inputs) == [2, 3, 4] and list(worker.expected) == [2, 3, 4]
 
 
 def test_over_the_byte_budget_only_the_set_in_use_is_kept_and_an_evicted_one_comes_back_the_same():
     worker = _worker(0.5)
-    first = worker.op_specs({"seed": 11})
+    first = ask(worker, "specs", {"seed": 11})
     kept = worker.inputs[11][0].clone()
     small = _worker(1e-12)  # a budget smaller than one set
     for seed in (11, 12, 13):
-        small.op_specs({"seed": seed})
+        ask(small, "specs", {"seed": seed})
         assert list(small.inputs) == [seed] and list(small.expected) == [seed]
-    again = small.op_specs({"seed": 11})
+    again = ask(small, "specs", {"seed": 11})
     assert torch.equal(small.inputs[11][0], kept)
     assert again["specs"] == first["specs"] and again["ref_errs"] == first["ref_errs"]
 
@@ -58,7 +66,7 @@ def test_over_the_byte_budget_only_the_set_in_use_is_kept_and_an_evicted_one_com
 def test_out_of_memory_is_retried_once_with_the_cache_emptied():
     worker = _worker(0.5)
     for seed in (1, 2):
-        worker.op_specs({"seed": seed})
+        ask(worker, "specs", {"seed": seed})
     calls = []
 
     def make():
@@ -78,10 +86,10 @@ def test_the_sets_of_the_latest_pass_are_all_kept_each_made_once_and_counted_by_
     get_inputs = worker.module.get_inputs
     worker.module.get_inputs = lambda: made.append(1) or get_inputs()
     seeds = [20, 21, 22, 23, 24, 25, 20, 21]  # a calibration goes round a few seeds
-    reply = worker.op_inputs_many({"seeds": seeds})
+    reply = ask(worker, "inputs_many", {"seeds": seeds})
     os.close(reply["_fds"][0])
     assert len(made) == 6 and list(worker.inputs) == [20, 21, 22, 23, 24, 25]
     assert worker._cached_bytes() == 6 * 256 * 1024 * 4
     for seed in (30, 31, 32):  # a smaller pass: the older sets go, oldest first, down to this pass's size
-        worker.op_inputs_many({"seeds": [seed]})
+        ask(worker, "inputs_many", {"seeds": [seed]})
     assert list(worker.inputs) == [30, 31, 32] and worker._cached_bytes() == 3 * 256 * 1024 * 4
