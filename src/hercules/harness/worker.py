@@ -946,8 +946,7 @@ class CandidateWorker(PackEnds):
         if tracer:
             swallowed = tracer.events
         outs = flatten_outputs(out)
-        aliases = any(_shares_storage(o, v) for o in outs if type(o) is torch.Tensor
-                      for v in values if isinstance(v, torch.Tensor))
+        aliases = _aliases(outs, values)
         mutated = any(not _same(v, p) for v, p in zip(values, pristine) if isinstance(v, torch.Tensor))
         overwrote = _overwrites(outs, self.held_outputs)
         # Held until the next call, so that no honest allocator can hand their memory out again.
