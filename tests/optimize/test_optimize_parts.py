@@ -393,3 +393,47 @@ def test_seed_candidates_and_a_replay_folder(tmp_path):
     store.close()
     assert got == [("r0s0", "reference", "reference", "    return []"), ("r0s1", "seed", "skipped", "# seeds 0"),
                    ("r1s0", "replay", "skipped", "# replay 0"), ("r2s0", "replay", "skipped", "# replay 1")]
+
+
+def test_a_verdict_of_an_evaluation_the_stop_killed_is_not_stored(tmp_path):
+    """The stop kills the workers under an evaluation a moment before the loop is cancelled; the
+    failed verdict that comes back in that moment is the stop's doing and must leave the slot open
+    (a rerun evaluates it), not be stored as the candidate's ``runtime_error``. The loop here is
+    run without the cancellation (plain ``asyncio.run``), so only the drop can keep it out."""
+    import signal
+    import threading
+
+    from hercules import interrupt
+    from hercules.executor import make_executor
+    from hercules.harness.evaluate import EvalOptions
+    from hercules.optimize.loop import LoopConfig, Optimizer
+
+    slow = PROBLEM_CODE.replace("class Model(", "class ModelNew(").replace(
+        "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(60)\n")
+    problem = Problem(name="p", code=PROBLEM_CODE, source="test")
+    hardware = HardwareFacts(device="cpu", name="test cpu", cpu_cores=2)
+    config = LoopConfig(samples=1, budget=Budget(rounds=1),
+                        eval_options=EvalOptions(device="cpu", baselines=("eager",), trials=1,
+                                                 cache_dir=tmp_path / "cache"))
+    store = RunStore(tmp_path / "run")
+    executor = make_executor(device="cpu", workers=1)
+    backend = ReplayBackend({"p": [slow]}, label="replay")
+
+    def stop_once_a_worker_runs() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(interrupt.descendants()) < 2:
+            time.sleep(0.2)
+        time.sleep(2.0)
+        interrupt.request_stop(signal.SIGINT)
+
+    stopper = threading.Thread(target=stop_once_a_worker_runs, daemon=True)
+    stopper.start()
+    try:
+        asyncio.run(Optimizer([problem], backend, executor, store, hardware, config).run())
+        assert interrupt.STOP.is_set(), "the stop never came: the test did not exercise the race"
+    finally:
+        stopper.join(timeout=130)
+        interrupt.STOP.clear()
+        executor.close()
+    assert [v.status for v in store.variants("p")] == ["reference"]
+    store.close()

@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from hercules import interrupt
 from hercules.executor import EvalExecutor
 from hercules.harness.evaluate import EvalOptions
 from hercules.harness.records import Verdict
@@ -181,8 +182,15 @@ class Optimizer:
         try:
             verdict = await asyncio.wrap_future(self.executor.submit(problem, candidate, options))
         except Exception as exc:  # noqa: BLE001 -- the infrastructure failed (not the candidate): left for a resume
+            if interrupt.STOP.is_set():  # the stop killed it: the slot stays open for the rerun
+                return None
             self.progress("lost", slot, None)
             self.store.set_meta(f"lost/{slot.problem}/{slot.name}", str(exc)[:500])
+            return None
+        # A stop kills the workers under an evaluation a moment before this coroutine is cancelled:
+        # the verdict of a killed evaluation is the stop's doing, not the candidate's, and is
+        # dropped so that a rerun evaluates the slot again.
+        if await asyncio.to_thread(interrupt.abandoned, verdict):
             return None
         self.store.evaluation_finished(row)
         return verdict
