@@ -6,14 +6,19 @@ cudagraph: one CUDA graph per input set capturing the eager forward, replayed (G
 expert: the fastest correct maintained kernel for the operation the problem names
 (``HERCULES = {"expert": ...}``; see hercules.experts), chosen inside the reference worker.
 Each is timed by the same ``time_callable`` as candidates, over the same rotated input sets.
+
+A name in ``BASELINES`` is all the verdict, its speedups (``records.Speedups``), the rewards and the
+reports need: they read the names from here. So torch is imported only where a baseline is built,
+and records and reports read the names without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph", "expert")
 GPU_ONLY = frozenset({"compile_reduce_overhead", "cudagraph"})
@@ -30,12 +35,16 @@ def known_baselines(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def available_baselines(device: torch.device | str) -> tuple[str, ...]:
+    import torch
+
     device = torch.device(device)
     return tuple(b for b in BASELINES if device.type == "cuda" or b not in GPU_ONLY)
 
 
 def _cudagraph(model: torch.nn.Module, sets: Sequence[tuple], device: torch.device) -> Callable[..., Any]:
     """Capture one graph per input set (its own static buffers); replay the one whose args match."""
+    import torch
+
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -60,12 +69,16 @@ def _cudagraph(model: torch.nn.Module, sets: Sequence[tuple], device: torch.devi
 
 
 def _address_key(args: Sequence[Any]) -> tuple[int, ...]:
+    import torch
+
     return tuple(a.data_ptr() for a in args if isinstance(a, torch.Tensor))
 
 
 def make_baseline(name: str, model: torch.nn.Module, sets: Sequence[tuple], device: torch.device) -> Callable[..., Any]:
     if name == "eager":
         return model
+    import torch
+
     if name == "compile":
         return torch.compile(model)
     if name == "compile_reduce_overhead":

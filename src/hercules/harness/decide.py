@@ -80,6 +80,9 @@ class IntegrityOutcome:
 @dataclass(frozen=True)
 class BaselineOutcome:
     times_ms: Mapping[str, float | None] = field(default_factory=dict)
+    # The 95% interval of the candidate's speedup against each baseline, by name, where candidate
+    # and baseline were timed in the same rounds; empty when not measured that way.
+    intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     expert: Mapping[str, Any] | None = None  # the expert baseline's choice report
 
@@ -159,7 +162,7 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
     timing = measure.timing if measure else None
     times = dict(baselines.times_ms) if baselines else {}
     cand_ms = timing.median_ms if timing and scored else None
-    speedup = _speedups(times, cand_ms)
+    speedup = _speedups(times, cand_ms, baselines.intervals if baselines else {})
     return Verdict(
         status=status, correct=bool(check_result and check_result.correct) and scored, flags=flags, error=error,
         max_abs_err=check_result.max_abs_err if check_result else None,
@@ -176,12 +179,15 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
     )
 
 
-def _speedups(times: Mapping[str, float | None], cand_ms: float | None) -> Speedups:
+def _speedups(times: Mapping[str, float | None], cand_ms: float | None,
+              intervals: Mapping[str, tuple[float, float]]) -> Speedups:
+    """Each baseline's time over the candidate's, by name; ``best`` against the fastest baseline,
+    whose interval is also the best's. Only a timed candidate has speedups or intervals."""
     if not cand_ms:
         return Speedups()
-    ratios = {n: (t / cand_ms if t else None) for n, t in times.items()}
-    present = [t for t in times.values() if t]
-    return Speedups(eager=ratios.get("eager"), compile=ratios.get("compile"),
-                    compile_reduce_overhead=ratios.get("compile_reduce_overhead"), cudagraph=ratios.get("cudagraph"),
-                    expert=ratios.get("expert"),
-                    best=(min(present) / cand_ms) if present else None)
+    ratios = {name: time / cand_ms for name, time in times.items() if time}
+    fastest = min(ratios, key=lambda name: times[name] or 0.0, default=None)
+    kept = {name: bounds for name, bounds in intervals.items() if name in ratios}
+    if fastest in kept:
+        kept["best"] = kept[fastest]
+    return Speedups(ratios, best=ratios[fastest] if fastest else None, intervals=kept)

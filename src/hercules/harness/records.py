@@ -8,8 +8,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from hercules.harness import baselines
 
 
 class Status(str, enum.Enum):
@@ -145,24 +148,91 @@ class TimingResult:
         return self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
 
 
-@dataclass(frozen=True)
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True, init=False)
 class Speedups:
-    eager: float | None = None
-    compile: float | None = None
-    compile_reduce_overhead: float | None = None
-    cudagraph: float | None = None
-    expert: float | None = None  # the fastest correct maintained kernel for this problem's operation
-    best: float | None = None
+    """The candidate's speedup (baseline time / candidate time) against each baseline, keyed by the
+    baseline's name (``harness.baselines.BASELINES``: a name added there is a speedup here, in the
+    verdict's JSON, the rewards and the reports), the fastest baseline's as ``best``, and the 95%
+    interval of each ratio where the measurement gave one (``intervals``, by name; ``"best"``: the
+    fastest baseline's).
+
+    ``Speedups(eager=2.0, best=2.0)`` and ``Speedups({"eager": 2.0}, best=2.0)`` make the same record;
+    ``speedups.eager`` reads a ratio by name (None when not measured). A baseline without a figure is
+    absent from ``ratios``, so a record compares equal however its missing figures were spelt.
+    """
+
+    ratios: Mapping[str, float]
+    best: float | None
+    intervals: Mapping[str, Interval]
+
+    def __init__(self, ratios: Mapping[str, float | None] | None = None, *, best: float | None = None,
+                 intervals: Mapping[str, Sequence[float]] | None = None, **by_name: float | None) -> None:
+        given = {**(ratios or {}), **by_name}
+        names = speedup_names()
+        _known(given, names[:-1])
+        _known(intervals or {}, names)
+        bounds = {name: (float(low), float(high)) for name, (low, high) in (intervals or {}).items()}
+        object.__setattr__(self, "ratios", {name: float(given[name]) for name in names if given.get(name) is not None})
+        object.__setattr__(self, "best", None if best is None else float(best))
+        object.__setattr__(self, "intervals", {name: bounds[name] for name in names if name in bounds})
+
+    def __getattr__(self, name: str) -> float | None:
+        # Only reached when ordinary lookup fails: a baseline's name reads its ratio. Read from
+        # __dict__ so that a copy or unpickle, which asks before ``ratios`` is set, cannot recurse.
+        if name in baselines.BASELINES:
+            return self.__dict__.get("ratios", {}).get(name)
+        raise AttributeError(name)
+
+    def ratio(self, name: str) -> float | None:
+        """The speedup against ``name`` (a baseline or ``best``) as measured, or None."""
+        _known((name,), speedup_names())
+        return self.best if name == "best" else self.ratios.get(name)
 
     def usable(self, baseline: str) -> float | None:
-        """The speedup against ``baseline`` (a field name) when it is finite and positive, else None."""
-        if baseline not in _SPEEDUP_FIELDS:
-            raise ValueError(f"unknown baseline {baseline!r} (one of {', '.join(_SPEEDUP_FIELDS)})")
-        value = getattr(self, baseline)
-        return float(value) if value is not None and math.isfinite(value) and value > 0 else None
+        """The speedup against ``baseline`` (a name, or ``best``) when it is finite and positive, else None."""
+        value = self.ratio(baseline)
+        return value if value is not None and math.isfinite(value) and value > 0 else None
+
+    def interval(self, name: str) -> Interval | None:
+        """The 95% interval of the speedup against ``name`` (a baseline or ``best``), if measured."""
+        _known((name,), speedup_names())
+        return self.intervals.get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """Flat, as verdict files have always been read (``verdict["speedup"]["eager"]``): every
+        baseline's name (null when not measured), ``best``, and ``intervals`` as [low, high] pairs."""
+        flat: dict[str, Any] = {name: _finite(self.ratios.get(name)) for name in baselines.BASELINES}
+        flat["best"] = _finite(self.best)
+        flat["intervals"] = {name: [low, high] for name, (low, high) in self.intervals.items()}
+        return flat
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Speedups:
+        """Inverse of ``to_json``; also reads files from before intervals were measured. A name that is
+        no longer a baseline is dropped: nothing could compare it with anything measured now."""
+        data, names = data or {}, speedup_names()
+        intervals = {name: tuple(pair) for name, pair in (data.get("intervals") or {}).items()
+                     if name in names and pair is not None}
+        return cls({name: data.get(name) for name in names[:-1]}, best=data.get("best"), intervals=intervals)
 
 
-_SPEEDUP_FIELDS = tuple(f.name for f in dataclasses.fields(Speedups))
+def speedup_names() -> tuple[str, ...]:
+    """Every name a speedup is reported against: the baselines, then ``best``. Read when asked, so
+    that the names in ``harness.baselines`` are the only list."""
+    return (*baselines.BASELINES, "best")
+
+
+def _known(names: Iterable[str], allowed: Sequence[str]) -> None:
+    unknown = sorted(set(names) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown baseline {', '.join(map(repr, unknown))} (one of {', '.join(allowed)})")
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -216,6 +286,8 @@ class Verdict:
 
 def to_jsonable(value: Any) -> Any:
     """Dataclasses, enums and tuples to plain JSON types (recursively)."""
+    if isinstance(value, Speedups):  # flat by baseline name, as verdict files are read
+        return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
@@ -249,7 +321,7 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
         rel_err=data.get("rel_err"),
         ref_ms=data.get("ref_ms"),
         cand_ms=data.get("cand_ms"),
-        speedup=sub(Speedups, "speedup") or Speedups(),
+        speedup=Speedups.from_json(data.get("speedup")),
         sol_fraction=data.get("sol_fraction"),
         problem=data.get("problem", ""),
         candidate=data.get("candidate", ""),
