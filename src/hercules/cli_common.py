@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from hercules.harness.baselines import BASELINES
+
 if TYPE_CHECKING:
     from hercules.harness.evaluate import EvalOptions
 
@@ -115,7 +117,7 @@ EVALUATION_FLAGS: tuple[tuple[str, Callable[[F], F]], ...] = (
     ("budget", click.option("--budget", type=float, default=0.3, show_default=True,
                             help="Seconds of timed repetitions per measurement.")),
     ("baselines", click.option("--baselines", default=None, metavar="NAMES",
-                               help="Comma list of eager,compile,compile_reduce_overhead,cudagraph,expert "
+                               help=f"Comma list of {','.join(BASELINES)} "
                                     "(default: all the device supports; expert where the problem names its "
                                     "operation; serve on a CPU: eager).")),
     ("no_timing", click.option("--no-timing", is_flag=True, help="Check correctness only.")),

@@ -16,7 +16,9 @@ hack can never be normalised into a good score):
     skipped (the candidate needs a device this machine lacks)        -> ``skipped_reward`` (0.0)
 
 An ``ok`` verdict without a time for the chosen baseline (say ``compile`` failed to compile) is
-scored as 1x, neither rewarded nor punished, and says so in ``Reward.note``.
+scored as 1x, neither rewarded nor punished, and says so in ``Reward.note``. The baselines are the
+names in ``harness.baselines`` and ``best``; ``Reward.interval`` is the speedup's 95% interval when
+measured.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from hercules.harness.records import Status, Verdict
+from hercules.harness.records import Status, Verdict, speedup_names
 
-BASELINES = ("eager", "compile", "compile_reduce_overhead", "cudagraph", "expert", "best")
+# The command line's choices; a config is checked against the names when it is made (the same list).
+BASELINES = speedup_names()
 TRANSFORMS = ("log", "raw")
 
 
@@ -48,8 +51,8 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
             raise ValueError(f"reward transform must be one of {', '.join(TRANSFORMS)} (got {self.transform!r})")
-        if self.baseline not in BASELINES:
-            raise ValueError(f"reward baseline must be one of {', '.join(BASELINES)} (got {self.baseline!r})")
+        if self.baseline not in speedup_names():
+            raise ValueError(f"reward baseline must be one of {', '.join(speedup_names())} (got {self.baseline!r})")
         if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
             raise ValueError(f"clip_min {self.clip_min} is above clip_max {self.clip_max}")
 
@@ -70,6 +73,9 @@ class Reward:
     speedup: float | None  # against the configured baseline; None when not scored
     scored: bool  # an ok verdict (the value came from its speedup)
     note: str = ""
+    # The 95% interval of ``speedup`` where candidate and baseline were timed in the same rounds:
+    # a trainer can tell a reward inside the noise from a real gain.
+    interval: tuple[float, float] | None = None
 
 
 @dataclass
@@ -121,4 +127,4 @@ def compute_reward(verdict: Verdict | None, config: RewardConfig | None = None,
         x = max(config.clip_min, x)
     if config.clip_max is not None:
         x = min(config.clip_max, x)
-    return Reward(x, speedup, True, note)
+    return Reward(x, speedup, True, note, verdict.speedup.interval(config.baseline) if speedup else None)

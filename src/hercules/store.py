@@ -255,7 +255,7 @@ class ResultStore:
             candidate_id,
             verdict.status.value,
             int(bool(verdict.correct)),
-            _num(speedup.eager),
+            _num(speedup.ratio("eager")),
             _num(speedup.best),
             _num(verdict.sol_fraction),
             _num(verdict.cand_ms),

@@ -152,8 +152,8 @@ def test_records_are_frozen_and_arguments_checked():
         s.n_rows = 0  # type: ignore[misc]
     with pytest.raises(KeyError):
         s.fast(3.0)  # not among the computed p values
-    with pytest.raises(ValueError):
-        fast_p(ROWS, 1.0, against="compile")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tensorrt"):
+        fast_p(ROWS, 1.0, against="tensorrt")  # type: ignore[arg-type]  # not a baseline's name
     custom = summarize(ROWS, ps=(3.0,))
     assert custom.fast(3.0) == pytest.approx(1 / 7)  # only the 8x row
     assert math.isclose(summarize(ROWS).fast(0.0), 4 / 7)

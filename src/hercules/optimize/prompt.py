@@ -54,10 +54,10 @@ def _speedups(pool: Pool, v: Variant) -> str:
         measured = ", ".join(f"{k} {fmt.ms(t)} ms" for k, t in sorted(times.items()))
         return "1.00x (the reference itself" + (f"; baseline times: {measured})" if measured else ")")
     verdict = v.verdict
-    if verdict is None or not any((verdict.speedup.eager, verdict.speedup.best)):
+    if verdict is None or not (verdict.speedup.ratios or verdict.speedup.best):
         return "not measured"
-    parts = [f"vs {label} {fmt.speedup(getattr(verdict.speedup, attr))}" for attr, label in fmt.SPEEDUP_COLUMNS
-             if getattr(verdict.speedup, attr) is not None]
+    parts = [f"vs {label} {fmt.against(verdict.speedup, name)}" for name, label in fmt.speedup_columns()
+             if verdict.speedup.ratio(name) is not None]
     time = f"; {fmt.ms(verdict.cand_ms)} ms per call" if verdict.cand_ms else ""
     return ", ".join(parts) + time
 

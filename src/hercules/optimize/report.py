@@ -34,7 +34,7 @@ def write_best(run_dir: Path, state: ProblemState) -> ProblemResult:
         path = run_dir / "best" / f"{pool.problem.name}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(best.code)
-    speedups = {attr: getattr(best.verdict.speedup, attr) for attr, _ in fmt.SPEEDUP_COLUMNS} if best else {}
+    speedups = {name: best.verdict.speedup.ratio(name) for name, _ in fmt.speedup_columns()} if best else {}
     return ProblemResult(
         name=pool.problem.name,
         best_status=best.status if best else None,
@@ -65,12 +65,14 @@ def render_markdown(results: list[ProblemResult], states: Mapping[str, ProblemSt
     out = ["# Hercules optimize", ""]
     out += [f"- {k}: {v}" for k, v in meta.items()] + [""]
     out += ["## Best honest candidate per problem", ""]
+    columns = fmt.speedup_columns()
     rows = [[r.name, r.best_variant or "none", r.best_status or "none",
-             *(fmt.speedup(r.best_speedups.get(attr)) for attr, _ in fmt.SPEEDUP_COLUMNS),
+             *(fmt.speedup(r.best_speedups.get(name)) for name, _ in columns),
              r.rounds, r.variants, ", ".join(f"{k} {n}" for k, n in sorted(r.statuses.items())), r.stop_reason,
              ", ".join(r.tags)] for r in results]
-    out += md_table(["problem", "best", "status", *(f"vs {label}" for _, label in fmt.SPEEDUP_COLUMNS),
-                     "rounds", "variants", "statuses", "stopped", "techniques"], rows, "lll" + "r" * 7 + "lll")
+    out += md_table(["problem", "best", "status", *(f"vs {label}" for _, label in columns),
+                     "rounds", "variants", "statuses", "stopped", "techniques"], rows,
+                    "lll" + "r" * (len(columns) + 2) + "lll")  # one mark per column, or no table
     rounds = max((len(r.best_so_far) for r in results), default=0)
     out += ["", f"## Best-so-far speedup per round (objective: {meta.get('objective', 'eager')}; round 0: seeds)", ""]
     out += md_table(["problem", *(f"r{i}" for i in range(rounds))],

@@ -147,7 +147,7 @@ class RunStore:
             "INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.problem, s.round, s.sample, variant.origin, variant.code, variant.code_hash, variant.status,
              variant.reason, json.dumps(list(variant.tags)), int(variant.reused),
-             v.speedup.eager if v else None, v.speedup.best if v else None, json.dumps(list(variant.flags)),
+             v.speedup.ratio("eager") if v else None, v.speedup.best if v else None, json.dumps(list(variant.flags)),
              json.dumps(verdict) if verdict is not None else None, _now()))
 
     def variants(self, problem: str | None = None) -> list[Variant]:

@@ -116,17 +116,16 @@ def write_reports(rows: Sequence[BenchRow], run_dir: Path) -> dict[str, Any]:
 
 def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> None:
     table = Table(title="Hercules bench")
-    for column in ("problem", "candidate", "status", "ms", "vs eager", "vs compile", "vs reduce-ovh",
-                   "vs cudagraph", "vs expert", "expert", "vs best", "SOL", "flags"):
+    speedups = fmt.speedup_columns()
+    for column in ("problem", "candidate", "status", "ms", *(f"vs {label}" for _, label in speedups), "expert",
+                   "SOL", "flags"):
         table.add_column(column, overflow="fold")
     for r in rows:
         v = r.verdict
-        s = v.speedup
         ms = fmt.ms(v.cand_ms) + (f" ({labels.INTERPRETED})" if v.cand_ms is not None and labels.interpreted(v) else "")
-        table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, ms,
-                      fmt.speedup(s.eager), fmt.speedup(s.compile), fmt.speedup(s.compile_reduce_overhead),
-                      fmt.speedup(s.cudagraph), fmt.speedup(s.expert), fmt.expert_label(v.expert), fmt.speedup(s.best),
-                      f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-", ", ".join(v.flags))
+        table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, ms, *fmt.speedup_cells(v.speedup),
+                      fmt.expert_label(v.expert), f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-",
+                      ", ".join(v.flags))
     console.print(table)
     table = as_rows(rows)
     summary = summarize(scored(table))

@@ -42,9 +42,11 @@ def print_verdict(console: Console, v: Verdict) -> None:
         if interpreted:
             table.add_row("", labels.INTERPRETED_NOTE)
     for name, value in v.baselines_ms.items():
-        table.add_row(name, f"{fmt.ms(value)} ms, speedup {fmt.speedup(getattr(v.speedup, name, None))}"
+        # .get: a verdict file may name a baseline this version no longer has (its speedup not read).
+        ratio = fmt.speedup_interval(v.speedup.ratios.get(name), v.speedup.intervals.get(name))
+        table.add_row(name, f"{fmt.ms(value)} ms, speedup {ratio}"
                       + (f" ({labels.INTERPRETED})" if interpreted and v.timing else ""))
-    table.add_row("best baseline", f"speedup {fmt.speedup(v.speedup.best)}"
+    table.add_row("best baseline", f"speedup {fmt.against(v.speedup, 'best')}"
                   + (f" ({labels.INTERPRETED})" if interpreted and v.timing else ""))
     if v.sol:
         table.add_row("speed of light", f"{v.sol['bound']}-bound floor {fmt.ms(v.sol['floor_ms'])} ms, "

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+from hercules.harness.records import Speedups, speedup_names
 
 MISSING = "n/a"
 
-SPEEDUP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("eager", "eager"),
-    ("compile", "compile"),
-    ("compile_reduce_overhead", "compile-ro"),
-    ("cudagraph", "cudagraph"),
-    ("expert", "expert"),
-    ("best", "best"),
-)
+# Column labels shorter than a baseline's name; any other baseline is labelled by its name.
+SHORT_LABELS = {"compile_reduce_overhead": "compile-ro"}
+
+
+def speedup_columns() -> tuple[tuple[str, str], ...]:
+    """(name, label) of every speedup a report shows: each baseline in ``harness.baselines``, then best."""
+    return tuple((name, SHORT_LABELS.get(name, name)) for name in speedup_names())
 
 
 def _usable(value: float | None) -> bool:
@@ -28,6 +30,24 @@ def rate(value: float | None) -> str:
 def speedup(value: float | None) -> str:
     """A speedup as a multiplier: 2.0 -> '2.00x'."""
     return f"{value:.2f}x" if _usable(value) else MISSING
+
+
+def speedup_interval(value: float | None, interval: Sequence[float] | None) -> str:
+    """A speedup with its 95% interval where measured: '1.02x [0.98-1.05]'; else as ``speedup``."""
+    if not _usable(value) or not interval or not all(_usable(x) for x in interval):
+        return speedup(value)
+    low, high = interval
+    return f"{value:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def against(speedups: Speedups, name: str) -> str:
+    """The speedup against one baseline (or best), with its interval where measured."""
+    return speedup_interval(speedups.ratio(name), speedups.interval(name))
+
+
+def speedup_cells(speedups: Speedups) -> list[str]:
+    """Every speedup a report shows, in ``speedup_columns`` order, each with its interval."""
+    return [against(speedups, name) for name, _ in speedup_columns()]
 
 
 def ms(value: float | None) -> str:

@@ -50,7 +50,7 @@ def _level_section(lv: LevelSummary, rows: Sequence[Row]) -> list[str]:
         spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
         sol = v.sol if isinstance(v.sol, dict) else {}
         table.append([problem, candidate, v.status.value, fmt.flags(v.flags), _ms(v), fmt.rate(spread),
-                      fmt.speedup(v.speedup.eager), fmt.rate(v.sol_fraction),
+                      fmt.against(v.speedup, "eager"), fmt.rate(v.sol_fraction),
                       fmt.rate(sol.get("compute_fraction_of_reference_work")), sol.get("bound") or "",
                       fmt.seconds(v.seconds or None)])
     out += _table(["problem", "candidate", "status", "flags", "cand ms", "spread", "vs eager", "SOL",
@@ -174,6 +174,7 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
                 "candidate's time; above 100% when the candidate does less arithmetic than the reference.", ""]
 
     out += ["## Candidates", ""]
+    columns = fmt.speedup_columns()
     cand_rows = []
     for problem, _level, candidate, v in sort_rows(rows):
         cand_rows.append(
@@ -183,7 +184,7 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
                 v.status.value,
                 fmt.flags(v.flags),
                 _ms(v),
-                *(fmt.speedup(getattr(v.speedup, attr)) for attr, _ in fmt.SPEEDUP_COLUMNS),
+                *fmt.speedup_cells(v.speedup),
                 fmt.rate(v.sol_fraction),
                 fmt.expert_label(v.expert),
             ]
@@ -195,12 +196,12 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
             "status",
             "flags",
             "cand ms",
-            *(f"vs {label}" for _, label in fmt.SPEEDUP_COLUMNS),
+            *(f"vs {label}" for _, label in columns),
             "SOL",
             "expert kernel",
         ],
         cand_rows,
-        "llll" + "r" * (2 + len(fmt.SPEEDUP_COLUMNS)) + "l",
+        "llll" + "r" * (2 + len(columns)) + "l",
     )
     out.append("")
     return "\n".join(out)
