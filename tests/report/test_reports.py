@@ -109,7 +109,8 @@ def test_html_is_self_contained_with_embedded_plots(tmp_path):
     assert "http://" not in html and "https://" not in html
     assert not re.search(r"<script[^>]*\bsrc=", html)
     assert not re.search(r"<link[^>]*\bhref=", html)
-    assert not re.search(r"""\b(?:src|href)\s*=\s*["'](?!data:)""", html)
+    # (links within the page, to a problem's comparison, fetch nothing)
+    assert not re.search(r"""\b(?:src|href)\s*=\s*["'](?!data:|#)""", html)
     assert "@import" not in html and "url(" not in html
     # Content: title escaped, meta shown, numbers and statuses present, names escaped.
     assert "<title>Bench &lt;H200&gt;</title>" in html

@@ -27,6 +27,7 @@ from hercules.fileio import write_text_atomic
 from hercules.harness.records import Status
 from hercules.report import formatting as fmt
 from hercules.report import labels
+from hercules.report.comparison import comparisons
 from hercules.report.stats import Row, Summary, has_levels, ok_speedups, rows_of_level, sort_rows
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -168,7 +169,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        rate=fmt.rate, speedup=fmt.speedup, ms=fmt.ms, p_label=fmt.p_label, level=fmt.level,
+        rate=fmt.rate, speedup=fmt.speedup, speedup_interval=fmt.speedup_interval, ms=fmt.ms, p_label=fmt.p_label, level=fmt.level,
         seconds=fmt.seconds, speedup_range=fmt.speedup_range, count_rate=fmt.count_rate,
         truncate_text=fmt.truncate, meta_value=_meta_value, zip=lambda a, b: list(zip(a, b)),
     )
@@ -180,17 +181,15 @@ def _sort_key(value: float | None) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
 
 
-def _candidate(problem: str, level: int | None, candidate: str, v: Any) -> dict[str, Any]:
-    speedups = [
-        (fmt.speedup(getattr(v.speedup, attr)), _sort_key(getattr(v.speedup, attr)))
-        for attr, _ in fmt.SPEEDUP_COLUMNS
-    ]
+def _candidate(anchors: Mapping[str, str], problem: str, level: int | None, candidate: str, v: Any) -> dict[str, Any]:
+    speedups = [(fmt.against(v.speedup, name), _sort_key(v.speedup.ratio(name))) for name, _ in fmt.speedup_columns()]
     apart = labels.interpreted(v)
     note = labels.timeout_note(v)
     spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
     sol = v.sol if isinstance(v.sol, Mapping) else {}
     return {
         "problem": problem,
+        "anchor": anchors[problem],  # its comparison section
         "level": level,
         "candidate": candidate,
         "status": v.status.value,
@@ -200,8 +199,8 @@ def _candidate(problem: str, level: int | None, candidate: str, v: Any) -> dict[
         "ref_ms": v.ref_ms,
         "ref_ms_key": _sort_key(v.ref_ms),
         "speedups": speedups,
-        "eager": fmt.speedup(v.speedup.eager),
-        "eager_key": _sort_key(v.speedup.eager),
+        "eager": fmt.against(v.speedup, "eager"),
+        "eager_key": _sort_key(v.speedup.ratio("eager")),
         "spread": spread,
         "spread_key": _sort_key(spread),
         "sol": v.sol_fraction,
@@ -224,11 +223,13 @@ def render_html(
     title: str = "Hercules bench",
     meta: Mapping[str, Any] | None = None,
 ) -> str:
-    candidates = [_candidate(*row) for row in sort_rows(rows)]
+    problems = comparisons(rows)
+    anchors = {p.problem: p.anchor for p in problems}
+    candidates = [_candidate(anchors, *row) for row in sort_rows(rows)]
     # Problems from a KernelBench layout carry a level: one section per level, as KernelBench
     # results are read. A run without levels (the built-in suite) has only the table of all.
     sections = [
-        {"summary": lv, "candidates": [_candidate(*row) for row in rows_of_level(rows, lv.level)]}
+        {"summary": lv, "candidates": [_candidate(anchors, *row) for row in rows_of_level(rows, lv.level)]}
         for lv in summary.levels
     ] if has_levels(rows) else []
     template = _environment().get_template("report.html.j2")
@@ -239,7 +240,8 @@ def render_html(
         fast_rows=list(zip(summary.fast_eager, summary.fast_best)),
         candidates=candidates,
         level_sections=sections,
-        speedup_headers=[label for _, label in fmt.SPEEDUP_COLUMNS],
+        problems=problems,
+        speedup_headers=[label for _, label in fmt.speedup_columns()],
         speedup_plot=speedup_histogram(rows),
         sol_plot=sol_scatter(rows),
         status_colours=STATUS_COLOURS,
