@@ -15,7 +15,8 @@ from hercules.debug.corpus import (
     load_instance,
     reference_timing,
 )
-from hercules.debug.export import category_for, export_failing_candidate
+from hercules.debug.export import category_for, export_failing_candidate, exportable
+from hercules.harness.records import Cause, Status
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "corpora" / "cudabeaver"
@@ -74,14 +75,32 @@ def test_malformed_instance_is_reported_and_the_rest_load(tmp_path):
         load_corpus(tmp_path / "missing")
 
 
-@pytest.mark.parametrize("status,error,category", [
-    ("build_error", "nvcc failed", "compile_error"), ("incorrect", "", "logic_error"),
-    ("crash", "", "memory_crash"), ("timeout", "", "timeout"), ("ok", "", "perf_broken"),
-    ("runtime_error", "CUDA error: an illegal memory access was encountered", "memory_crash"),
-    ("runtime_error", "TypeError: forward() takes 2 positional arguments", "logic_error"),
+@pytest.mark.parametrize("status,cause,error,category", [
+    ("build_error", "candidate_error", "nvcc failed", "compile_error"), ("incorrect", "none", "", "logic_error"),
+    ("crash", "candidate_crash", "", "memory_crash"), ("timeout", "timeout", "", "timeout"),
+    ("ok", "none", "", "perf_broken"),
+    (Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, "", "memory_crash"),
+    # the cause of a candidate's exception does not say which: the runtime's message does
+    ("runtime_error", "candidate_error", "CUDA error: an illegal memory access was encountered", "memory_crash"),
+    ("runtime_error", "candidate_error", "invalid configuration argument", "memory_crash"),
+    ("runtime_error", "candidate_error", "TypeError: forward() takes 2 positional arguments", "logic_error"),
+    # records without a cause (an older optimisation run): decided the same way
+    ("runtime_error", "none", "CUDA error: an illegal memory access was encountered", "memory_crash"),
 ])
-def test_status_maps_to_category(status, error, category):
-    assert category_for(status, error) == category
+def test_status_and_cause_map_to_category(status, cause, error, category):
+    assert category_for(status, cause, error) == category
+
+
+@pytest.mark.parametrize("status,cause", [
+    ("skipped", "device_missing"), ("harness_error", "harness"), ("crash", "external_kill"),
+    ("runtime_error", "reference"), ("runtime_error", "external_kill"),
+])
+def test_failures_not_of_the_candidate_make_no_instance(status, cause):
+    """A worker killed from outside, the problem's own failure or Hercules' fault would be labelled
+    as the candidate's crash: refused, whatever the error text says."""
+    assert not exportable(status, cause)
+    with pytest.raises(ValueError, match="not a failure of the candidate"):
+        category_for(status, cause, "CUDA error: an illegal memory access was encountered")
 
 
 def test_exported_candidate_loads_back(tmp_path):

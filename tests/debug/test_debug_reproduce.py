@@ -234,7 +234,7 @@ def test_gpu_rules_from_test_outcomes():
         inst = load_instance(CORPUS / DUP)
         inst = type(inst)(**{**inst.__dict__, "category": label})
         ref = reference or _outcome(cls.PASSED, correct=True)
-        return judge(inst, broken, ref, "", True, "nvcc 13.0", "NVIDIA H200, sm_90", speedup)[:3]
+        return judge(inst, broken, ref, None, True, "nvcc 13.0", "NVIDIA H200, sm_90", speedup)[:3]
 
     wrong = _outcome(*[getattr(c, f) for c in [cls.classify_run("Verification failed at 3", 1, None, False)]
                        for f in ("category", "subtype", "reason")])
@@ -252,6 +252,10 @@ def test_gpu_rules_from_test_outcomes():
     status, why, kind = verdict("logic_error", wrong, reference=_outcome(illegal.category, illegal.subtype, illegal.reason))
     assert (status, kind) == ("corpus_defect", "reference_fails_test")
     assert why.startswith("the reference itself fails its tests: illegal_memory")
+    # where the reference stopped is the judgement's field, not a phrase of its message
+    unbuilt = _outcome(cls.BUILD, "syntax_type", "x.cu(3): error: expected a \";\"", tested=False, ok_build=False)
+    status, why, kind = verdict("logic_error", wrong, reference=unbuilt)
+    assert (status, kind) == ("corpus_defect", "reference_fails_build")
 
 
 def test_a_validation_killed_midway_keeps_what_it_finished(corpus, tmp_path):

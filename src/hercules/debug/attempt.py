@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from hercules.debug import classifier as cls
-from hercules.debug import interrupt
+from hercules.debug import interrupt, kbbuild
+from hercules.debug.core_verdict import classify_verdict
 from hercules.debug.corpus import Instance
 from hercules.debug.gate import GateResult, parse_task_timing
 from hercules.debug.region_timer import REGION, perf_command, read_region_ms, region_environment, timer_library
 from hercules.debug.toolchain import Toolchain, adapt_command
 from hercules.debug.workspace import CommandResult, prepare, run_command, skipped
 from hercules.harness.device_lock import DeviceLock
+from hercules.harness.records import Status
 from hercules.problems.model import code_hash
 
 
@@ -77,12 +79,6 @@ class Outcome:
         return to_jsonable(self)
 
 
-def _failed_test_output(test: CommandResult) -> bool:
-    """Harnesses that exit 0 but print a failure (``compare_output.py`` prints ``F``)."""
-    lines = [ln.strip() for ln in test.stdout.strip().splitlines() if ln.strip()]
-    return bool(lines) and (lines[-1] in ("F", "FAIL", "FAILED") or lines[-1].startswith("FAIL"))
-
-
 def run_native(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunOptions,
                gpu_lock: DeviceLock) -> Outcome:
     ws = prepare(inst, code, where)
@@ -104,13 +100,14 @@ def run_native(inst: Instance, code: str, where: Path, tc: Toolchain, opts: RunO
                        False, None, "none", notes=notes + tnotes)
     with gpu_lock:  # one test on the GPU at a time: its wall time is the gate's measurement
         test = run_command("test", test_cmd, ws, tc.environ(), opts.test_timeout_s, where, tnotes)
-    if test.ok and not _failed_test_output(test):
+    printed_failure = cls.test_printed_failure(test.stdout) if test.ok else None
+    if test.ok and printed_failure is None:
         method, ms, perf_notes = _native_time(inst, test, test_cmd, ws, where, tc, opts, gpu_lock)
         return Outcome("native", h, build, test, None, cls.Classification(cls.PASSED), True, ms, method,
                        notes=notes + tnotes + perf_notes, wall_ms=test.seconds * 1e3)
     found = cls.classify_run(test.text, test.returncode, test.signal, test.timed_out)
-    if test.ok:  # exit 0 but the harness printed a failure
-        found = cls.Classification(cls.WRONG, "test_output", test.stdout.strip().splitlines()[-1][:200])
+    if printed_failure is not None:  # exit 0 but the harness printed a failure
+        found = cls.Classification(cls.WRONG, "test_output", printed_failure)
     return Outcome("native", h, build, test, None, found, False, None, "none", notes=notes + tnotes)
 
 
@@ -229,9 +226,7 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
                           run_timeout_s=opts.test_timeout_s, cache_dir=opts.cache_dir)
     verdict = evaluate(problem, candidate, options, gpu_lock=gpu_lock)
     data = verdict.to_json()
-    status = verdict.status.value
-    build_log = verdict.build.log if verdict.build else ""
-    if status == "skipped":
+    if verdict.status is Status.SKIPPED:
         # No GPU: compile the candidate's native sources for real (compile-only, sm_90).
         cmd = (f"{shlex.quote(sys.executable)} -m hercules.debug.kbbuild {shlex.quote(inst.solution_file)} "
                f"{shlex.quote(str(where / 'kbbuild'))} --arch {tc.arch}")
@@ -240,13 +235,13 @@ def run_kernelbench(inst: Instance, code: str, where: Path, tc: Toolchain, opts:
         build = run_command("build", cmd, ws, tc.environ(), opts.build_timeout_s, where, (note,))
         if build.ok:
             found = cls.Classification(cls.UNTESTED, "no_device", note)
-        elif build.returncode == 3:  # compiled, then the module's own import code failed
+        elif build.returncode == kbbuild.IMPORT_FAILED:  # compiled, then the module's own import code failed
             found = cls.classify_run(build.text, None, None, False)
         else:
             found = cls.classify_build(build.text, build.timed_out)
         return Outcome("kernelbench", h, build, None, data, found, False, None, "none", notes=(note,))
-    found = cls.classify_verdict(status, verdict.error or "", build_log)
-    correct = status == "ok"
+    found = classify_verdict(verdict)
+    correct = verdict.status is Status.OK
     # KernelBench references are the PyTorch problem itself: eager, timed beside the candidate.
     return Outcome("kernelbench", h, None, None, data, found, correct, verdict.cand_ms if correct else None,
                    "core:eager", ref_ms=verdict.ref_ms if correct else None)

@@ -1,7 +1,12 @@
-"""Failure classifier: raw evidence (build/test output, exit status, signal, the core's verdict)
--> one category, a subtype and the line that decided it.
+"""Failure classifier: the text of a build or a test (build/test output, exit status, signal) -> one
+category, a subtype and the line that decided it.
 
-Only compiler, linker, runtime and test output are read -- never the instance's name or label.
+This module is where output that has no type is read: compiler, linker and device-tool lines
+(``classify_build``), a native test's output and exit status (``classify_run``), and the error
+messages of the CUDA runtime, torch and Python's imports (``read_runtime_error``). An evaluation
+core verdict is classified on its typed fields instead (``core_verdict``), reading text only
+through these functions. Never the instance's name or label.
+
 Build evidence is searched for the candidate's own errors first (compiler ``error:`` lines, link
 errors, missing headers, Python tracebacks); environment causes (no compiler, library file not
 found, no GPU) only win when nothing the candidate wrote is blamed.
@@ -142,15 +147,34 @@ def classify_build(text: str, timed_out: bool = False) -> Classification:
     return Classification(BUILD, "other", last[:400])
 
 
-def classify_run(text: str, returncode: int | None, signal: int | None, timed_out: bool) -> Classification:
-    """A test run that did not exit cleanly (or printed a failure)."""
-    if timed_out:
-        return Classification(TIMEOUT, "test", "test timed out")
+def read_runtime_error(text: str) -> Classification | None:
+    """The error messages of the CUDA runtime, torch and Python's imports, which carry no type:
+    out of memory, a memory fault (illegal address, misaligned, sanitizer reports), a launch the
+    device refused (resources, configuration), or an environment this machine lacks (no device,
+    driver too old, no kernel image for this GPU, a module not installed). None: none of them."""
     for pattern, category in ((_OOM, OOM), (_ILLEGAL, ILLEGAL), (_LAUNCH, LAUNCH)):
         if line := _first(pattern, text):
             return Classification(category, "", line)
     if line := _first(_ENV_RUN, text):
         return Classification(ENV, "runtime", line)
+    return None
+
+
+def test_printed_failure(stdout: str) -> str | None:
+    """The failure line of a test harness that exits 0 but prints its verdict last
+    (``compare_output.py`` prints ``F``), or None."""
+    lines = [ln.strip() for ln in stdout.strip().splitlines() if ln.strip()]
+    if lines and (lines[-1] in ("F", "FAIL", "FAILED") or lines[-1].startswith("FAIL")):
+        return lines[-1][:200]
+    return None
+
+
+def classify_run(text: str, returncode: int | None, signal: int | None, timed_out: bool) -> Classification:
+    """A test run that did not exit cleanly (or printed a failure)."""
+    if timed_out:
+        return Classification(TIMEOUT, "test", "test timed out")
+    if found := read_runtime_error(text):
+        return found
     if signal in (7, 11):
         return Classification(ILLEGAL, "host", f"killed by {SIGNAL_NAMES[signal]}")
     if line := _first(_WRONG, text):
@@ -163,28 +187,3 @@ def classify_run(text: str, returncode: int | None, signal: int | None, timed_ou
     if "Traceback (most recent call last)" in text:
         return Classification(CRASH, "python", _first(_PY_ERROR, text) or "Python traceback")
     return Classification(WRONG, "exit_status", f"test exited with status {returncode}")
-
-
-def classify_verdict(status: str, error: str, build_log: str = "") -> Classification:
-    """The evaluation core's verdict (KernelBench-style instances)."""
-    text = f"{error or ''}\n{build_log or ''}"
-    if status == "build_error":
-        return classify_build(text)  # BUILD or ENV: a build timeout is the core's "timeout" status
-    if status == "incorrect":
-        return Classification(WRONG, "", (error or "outputs differ from the reference")[:400])
-    if status == "suspicious":
-        return Classification(SUSPICIOUS, "", (error or "anti-hacking flag")[:400])
-    if status == "timeout":
-        return Classification(TIMEOUT, "test", (error or "timed out")[:400])
-    if status in ("crash", "runtime_error"):
-        run = classify_run(text, None, None, False)
-        if run.category in (OOM, ILLEGAL, LAUNCH, ENV):
-            return run
-        if status == "crash":
-            return Classification(CRASH, "worker", (error or "worker died")[:400])
-        if (python_error := _first(_PY_ERROR, text)) and re.search(r"CUDA|cuda", text) is None:
-            return Classification(CRASH, "python", python_error)
-        return Classification(CRASH, "runtime", (error or "runtime error")[:400])
-    if status == "skipped":
-        return Classification(UNTESTED, "no_device", (error or "skipped")[:400])
-    return Classification(PASSED, "", "")

@@ -25,6 +25,9 @@ import traceback
 from pathlib import Path
 
 RESULT_MARK = "HERCULES-KBBUILD:"
+# Exit statuses: the sources compiled (or there were none), a source failed to compile, or every
+# source compiled and then the candidate's own import code failed (its traceback is the evidence).
+COMPILED, FAILED, IMPORT_FAILED = 0, 1, 3
 
 
 class CompileOnlyError(RuntimeError):
@@ -138,16 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     build_dir = Path(args.build_dir).resolve()
     _install(args.arch, build_dir, compiled)
     sys.path.insert(0, os.getcwd())
-    status = 0
+    status = COMPILED
     try:
         runpy.run_path(args.solution, run_name="solution")
     except CompileOnlyError as exc:
         print(f"{exc}", file=sys.stderr)
-        status = 1
+        status = FAILED
     except BaseException:  # noqa: BLE001 -- the candidate's own import failure is evidence (a traceback)
         traceback.print_exc()
-        status = 1 if not compiled else 3
-    outcome = {0: "compiled" if compiled else "no-native-sources", 1: "failed", 3: "compiled-then-import-failed"}
+        status = FAILED if not compiled else IMPORT_FAILED
+    outcome = {COMPILED: "compiled" if compiled else "no-native-sources", FAILED: "failed",
+               IMPORT_FAILED: "compiled-then-import-failed"}
     print(f"{RESULT_MARK} {outcome[status]} sources={len(compiled)} arch=sm_{args.arch}", flush=True)
     return status
 

@@ -182,14 +182,25 @@ def _is_baseline_reference(inst: Instance, reference: str) -> bool:
     return norm(problem.read_text(encoding="utf-8", errors="replace")) == norm(reference)
 
 
-def _no_gold_check(inst: Instance, reference: str | None) -> str:
-    """Why the reference cannot be checked ("" when it can): none given, or only the baseline."""
+@dataclass(frozen=True)
+class ReferenceJudgement:
+    """What the reference's run says about the instance."""
+
+    status: str  # passes | builds | fails | environment | timeout | baseline_only | missing | not_run
+    why: str
+    stage: str = ""  # "build" or "test": where a failing or timed-out reference stopped
+
+
+def _no_gold_check(inst: Instance, reference: str | None) -> ReferenceJudgement | None:
+    """Why the reference cannot be checked (None when it can): none given, or only the baseline."""
     if reference is None:
-        return "missing: the instance has no reference solution; only the failure was checked"
+        return ReferenceJudgement("missing", "missing: the instance has no reference solution; only the failure "
+                                  "was checked")
     if _is_baseline_reference(inst, reference):
-        return ("baseline_only: the reference is the task's own PyTorch problem (the baseline the "
-                "candidate is timed against), not a solution its build command accepts; no gold check")
-    return ""
+        return ReferenceJudgement("baseline_only", "baseline_only: the reference is the task's own PyTorch problem "
+                                  "(the baseline the candidate is timed against), not a solution its build command "
+                                  "accepts; no gold check")
+    return None
 
 
 def _describe(outcome: Outcome) -> str:
@@ -218,34 +229,41 @@ def _inside_testbench(text: str | None) -> str | None:
     return _WORKSPACE_PATH.sub("", text) if text else text
 
 
-def judge_reference(outcome: Outcome | None, note: str) -> tuple[str, str]:
-    """(reference_status, why) of the reference's outcome."""
+NOT_JUDGED = ReferenceJudgement("not_run", "not judged")
+
+
+def judge_reference(outcome: Outcome | None, unchecked: ReferenceJudgement | None = None) -> ReferenceJudgement:
+    """What the reference's outcome says; ``unchecked``: why there is no outcome to judge."""
     if outcome is None:
-        return note.split(":", 1)[0], note
+        return unchecked or NOT_JUDGED
     c = outcome.classification
     if c.category == cls.PASSED:
-        return "passes", "the reference builds and passes its tests"
+        return ReferenceJudgement("passes", "the reference builds and passes its tests")
     if c.category == cls.UNTESTED:
-        return "builds", f"the reference builds ({c.reason})"
+        return ReferenceJudgement("builds", f"the reference builds ({c.reason})")
     if c.category == cls.ENV or (c.category == cls.BUILD and c.environment_suspect):
-        return "environment", f"the reference cannot be built or run here: {_lacks(outcome)}{_describe(outcome)}"
+        return ReferenceJudgement("environment", "the reference cannot be built or run here: "
+                                  f"{_lacks(outcome)}{_describe(outcome)}")
     if c.category == cls.TIMEOUT:
         stage = "build" if c.subtype == "build" else "test"
-        return "timeout", f"the reference's {stage} timed out{_timeout_s(outcome)}"
+        return ReferenceJudgement("timeout", f"the reference's {stage} timed out{_timeout_s(outcome)}", stage)
     if outcome.test is None or c.category == cls.BUILD:
-        return "fails", f"the reference itself fails to build: {_describe(outcome)}"
-    return "fails", f"the reference itself fails its tests: {_describe(outcome)}"
+        return ReferenceJudgement("fails", f"the reference itself fails to build: {_describe(outcome)}", "build")
+    return ReferenceJudgement("fails", f"the reference itself fails its tests: {_describe(outcome)}", "test")
 
 
-def judge(inst: Instance, broken: Outcome, reference: Outcome | None, reference_note: str, gpu_present: bool,
-          compiler: str, device: str, broken_speedup: float | None = None) -> tuple[str, str | None, str, str]:
-    """(status, why, why_kind, observed category) from the two outcomes and the label."""
+def judge(inst: Instance, broken: Outcome, reference: Outcome | None, unchecked: ReferenceJudgement | None,
+          gpu_present: bool, compiler: str, device: str, broken_speedup: float | None = None
+          ) -> tuple[str, str | None, str, str]:
+    """(status, why, why_kind, observed category) from the two outcomes and the label;
+    ``unchecked``: why the reference has no outcome (None when it ran)."""
     label = inst.category
     b = broken.classification
     observed = b.category
     if label == "perf_broken" and broken.correct:
         observed = cls.SLOW if broken_speedup is not None and broken_speedup < PERF_BROKEN_P else cls.PASSED
-    ref_status, ref_why = judge_reference(reference, reference_note)
+    ref = judge_reference(reference, unchecked)
+    ref_status, ref_why = ref.status, ref.why
     where = f"with {compiler} ({device})"
     # 1. what this machine cannot observe
     if b.category == cls.ENV:
@@ -262,7 +280,7 @@ def judge(inst: Instance, broken: Outcome, reference: Outcome | None, reference_
         return "untested", ref_why, f"reference_{ref_status}", observed
     # 2. the reference itself fails: the instance cannot be solved as given
     if ref_status == "fails":
-        kind = "reference_fails_build" if "fails to build" in ref_why else "reference_fails_test"
+        kind = f"reference_fails_{ref.stage}"
         return "corpus_defect", ref_why, kind, observed
     # 3. the broken file against its label
     if b.category == cls.BUILD:
@@ -340,8 +358,8 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         broken, _ = run_solution(inst, inst.broken_code(), work / "broken", tc, opts, gpu_lock)
         ref_code = inst.reference_code()
         reference: Outcome | None = None
-        note = _no_gold_check(inst, ref_code)
-        if not note:
+        unchecked = _no_gold_check(inst, ref_code)
+        if unchecked is None:
             reference, _ = run_solution(inst, ref_code, work / "reference", tc, opts, gpu_lock)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -351,9 +369,10 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
                                "wall_ms": reference.wall_ms}).speedup
     elif broken.correct and broken.ref_ms is not None:
         speedup = broken.gate(None).speedup
-    status, why, kind, observed = judge(inst, broken, reference, note, tc.gpu_present, compiler, device, speedup)
-    ref_status, ref_why = judge_reference(reference, note)
-    why, evidence, ref_why = (_inside_testbench(t) for t in (why, broken.classification.reason, ref_why))
+    status, why, kind, observed = judge(inst, broken, reference, unchecked, tc.gpu_present, compiler, device, speedup)
+    ref = judge_reference(reference, unchecked)
+    ref_status = ref.status
+    why, evidence, ref_why = (_inside_testbench(t) for t in (why, broken.classification.reason, ref.why))
     rep = Reproduction(
         task_id=inst.task_id, labelled_category=inst.category, status=status,
         reproduced=status == "reproduced", observed_category=observed,
@@ -455,23 +474,27 @@ def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequ
         ihash = instance_hash(inst)
         broken_rec = rounds.get(code_hash(inst.broken_code()))
         ref_code = inst.reference_code()
-        note, ref_rec = _no_gold_check(inst, ref_code), None
-        if not note:
+        unchecked, ref_rec = _no_gold_check(inst, ref_code), None
+        if unchecked is None:
             ref_rec = rounds.get(code_hash(ref_code)) or rounds.get(code_hash(kernelbench_alias(ref_code)))
             if ref_rec is None:
-                note = "not_run: no stored round ran the reference (the replay fixer); judged on the broken file alone"
+                unchecked = ReferenceJudgement("not_run", "not_run: no stored round ran the reference (the replay "
+                                               "fixer); judged on the broken file alone")
         if broken_rec is None:
             why = "no stored round ran the broken file (the null fixer) in this run"
             out.append(Reproduction(inst.task_id, inst.category, "untested", False, cls.UNTESTED, why, "not_run", "",
-                                    "not_run", note or "not judged", toolchain_note, device, ihash, None, None, 0.0))
+                                    "not_run", (unchecked or NOT_JUDGED).why, toolchain_note, device, ihash, None,
+                                    None, 0.0))
             continue
         broken = outcome_from_json(broken_rec["outcome"])
         reference = outcome_from_json(ref_rec["outcome"]) if ref_rec else None
         gate = broken_rec.get("gate") or {}
         speedup = gate.get("speedup") if broken.correct else None
-        status, why, kind, observed = judge(inst, broken, reference, note, gpu_present, toolchain_note, device, speedup)
-        ref_status, ref_why = judge_reference(reference, note)
-        why, ref_why = _inside_testbench(why), _inside_testbench(ref_why)
+        status, why, kind, observed = judge(inst, broken, reference, unchecked, gpu_present, toolchain_note, device,
+                                            speedup)
+        ref = judge_reference(reference, unchecked)
+        ref_status = ref.status
+        why, ref_why = _inside_testbench(why), _inside_testbench(ref.why)
         out.append(Reproduction(
             task_id=inst.task_id, labelled_category=inst.category, status=status,
             reproduced=status == "reproduced", observed_category=observed,
