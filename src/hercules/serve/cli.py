@@ -18,6 +18,10 @@ from hercules.reward import BASELINES, TRANSFORMS
 @click.option("--port", default=8700, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--workers", type=int, default=None,
               help="Evaluations at once (local: default two per GPU; Ray on CPU: number of actors).")
+@click.option("--max-timed", type=int, default=None,
+              help="Timed evaluations at once, the rest queued (default: what the host can time honestly: "
+                   "on a CPU one per HERCULES_WORKER_THREADS (2) cores, so none shares the cores another is "
+                   "timing; on GPUs --workers, bounded by the cores, each measurement holding its GPU alone).")
 @click.option("--ray-address", default=None, help="Evaluate on a Ray cluster (one actor per GPU); 'local' "
               "starts a local Ray instance.")
 @click.option("--retries", default=2, show_default=True, type=int,
@@ -41,7 +45,7 @@ from hercules.reward import BASELINES, TRANSFORMS
               help="Reward of incorrect, failing or code-less submissions.")
 @click.option("--flagged-penalty", default=-1.0, show_default=True, type=float,
               help="Reward of correct submissions that an anti-hacking check flagged.")
-def serve_command(host, port, workers, ray_address, retries, cache_path, no_cache, queue_size,
+def serve_command(host, port, workers, max_timed, ray_address, retries, cache_path, no_cache, queue_size,
                   admission_timeout, evaluation, reward_transform, reward_baseline, normalize,
                   clip_min, clip_max, incorrect_penalty, flagged_penalty) -> None:
     """Serve verdicts and rewards over HTTP for RL trainers.
@@ -70,6 +74,8 @@ def serve_command(host, port, workers, ray_address, retries, cache_path, no_cach
         fail("--queue-size must be at least 1")
     if workers is not None and workers < 1:
         fail("--workers must be at least 1")
+    if max_timed is not None and max_timed < 1:
+        fail("--max-timed must be at least 1")
     try:
         reward = RewardConfig(transform=reward_transform, baseline=reward_baseline, normalize=normalize,
                               clip_min=clip_min, clip_max=clip_max, incorrect_penalty=incorrect_penalty,
@@ -81,12 +87,14 @@ def serve_command(host, port, workers, ray_address, retries, cache_path, no_cach
         cache_path = evaluation.cache_dir / "serve-verdicts.sqlite"
     try:
         service = build_service(executor, reward=reward, cache_path=None if no_cache else cache_path,
-                                queue_size=queue_size, admission_timeout_s=admission_timeout, base=evaluation)
+                                queue_size=queue_size, admission_timeout_s=admission_timeout, base=evaluation,
+                                max_timed=max_timed)
     except (OSError, sqlite3.Error) as exc:
         executor.close()
         fail(f"--cache {cache_path}: cannot open the verdict cache ({exc})")
     click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
-               f"({executor.capacity} at once), cache {'off' if no_cache else cache_path}", err=True)
+               f"({service.limit.at_once} timed evaluation(s) at once: {service.limit.why}), "
+               f"cache {'off' if no_cache else cache_path}", err=True)
     # SIGINT/SIGTERM: evaluations in flight killed and answered as lost (nothing cached), exit
     # status 130 or 143 within seconds.
     with stop_on_signals() as stop:

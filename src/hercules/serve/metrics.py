@@ -27,6 +27,7 @@ class Metrics:
         self.statuses: collections.Counter[str] = collections.Counter()
         self._latency: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self._eval_seconds: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
+        self._queue_seconds: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self._lock = threading.Lock()
 
     def count(self, name: str, n: int = 1) -> None:
@@ -42,9 +43,14 @@ class Metrics:
         with self._lock:
             self._eval_seconds.append(seconds)
 
+    def queued(self, seconds: float) -> None:
+        """An evaluation's wait in the queue for a slot (the limit on timed evaluations at once)."""
+        with self._lock:
+            self._queue_seconds.append(seconds)
+
     def snapshot(self, **gauges: Any) -> dict[str, Any]:
         with self._lock:
-            latency, evals = list(self._latency), list(self._eval_seconds)
+            latency, evals, waits = list(self._latency), list(self._eval_seconds), list(self._queue_seconds)
             counts, statuses = dict(self.counts), dict(self.statuses)
 
         def ms(value: float | None) -> float | None:
@@ -57,5 +63,6 @@ class Metrics:
             "latency_ms": {"p50": ms(percentile(latency, 50)), "p99": ms(percentile(latency, 99)),
                            "n": len(latency)},
             "evaluation_ms": {"p50": ms(percentile(evals, 50)), "p99": ms(percentile(evals, 99)), "n": len(evals)},
+            "queue_wait_ms": {"p50": ms(percentile(waits, 50)), "p99": ms(percentile(waits, 99)), "n": len(waits)},
             **gauges,
         }

@@ -8,7 +8,10 @@ One submission flows like this:
                      -> bounded queue         (full for admission_timeout_s: QueueFull, HTTP 429)
                      -> dispatcher -> executor (retries dead workers itself) -> cache -> answer
 
-Dispatchers are as many as the executor runs at once, so the queue holds exactly what waits.
+Dispatchers are as many as the host can time honestly at once (``admission.py``: on a CPU host one
+per ``HERCULES_WORKER_THREADS`` cores, on GPUs the executor's capacity, each measurement holding
+its device's lock), so the queue holds exactly what waits; each answer says how many were ahead
+of it and how long it waited.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from hercules.harness.evaluate import EvalOptions, device_key, resolve_device
 from hercules.harness.records import Verdict
 from hercules.problems.model import Candidate, Problem
 from hercules.reward import Reward, RewardConfig, RunningNormalizer, compute_reward
+from hercules.serve.admission import TimedLimit, chosen_limit
 from hercules.serve.cache import VerdictCache, submission_key
 from hercules.serve.metrics import Metrics
 from hercules.serve.problems import BadRequest, resolve_problem
@@ -65,13 +69,15 @@ def default_options(executor: EvalExecutor, *, budget_s: float = 0.3, trials: in
 def build_service(executor: EvalExecutor, *, reward: RewardConfig | None = None, cache_path: Path | None = None,
                   budget_s: float = 0.3, trials: int = 5, baselines: tuple[str, ...] | None = None,
                   queue_size: int = 256, admission_timeout_s: float = 30.0,
-                  base: EvalOptions | None = None) -> RewardService:
+                  base: EvalOptions | None = None, max_timed: int | None = None) -> RewardService:
     """The service as the CLI and the in-process trainer backend run it (no cache without a path);
-    ``base``: evaluation options from the command line, in place of budget, trials and baselines."""
+    ``base``: evaluation options from the command line, in place of budget, trials and baselines;
+    ``max_timed``: timed evaluations at once (default: what the host can time honestly)."""
+    limit = chosen_limit(executor.devices, executor.capacity, max_timed)
     return RewardService(executor, options=default_options(executor, budget_s=budget_s, trials=trials,
                                                            baselines=baselines, base=base),
                          reward=reward, cache=VerdictCache(cache_path) if cache_path is not None else None,
-                         queue_size=queue_size, admission_timeout_s=admission_timeout_s)
+                         queue_size=queue_size, admission_timeout_s=admission_timeout_s, limit=limit)
 
 
 def evaluation_scope(executor: EvalExecutor) -> str:
@@ -95,6 +101,15 @@ class Submission:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """An evaluation's wait for a slot: submissions ahead of it when it was queued (running or
+    waiting) and the seconds until it started."""
+
+    position: int = 0
+    waited_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Answer:
     key: str
     status: str  # the verdict's status, "no_code", or "error" (the evaluation was lost)
@@ -107,27 +122,40 @@ class Answer:
     verdict: Verdict | None = None
     error: str | None = None
     note: str = ""
+    queued: Queued | None = None  # None: answered without an evaluation slot (cache, no code)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "key": self.key, "status": self.status, "reward": self.reward, "speedup": self.speedup,
             "cached": self.cached, "deduplicated": self.deduplicated, "attempts": self.attempts,
             "latency_ms": round(self.latency_s * 1e3, 2), "error": self.error, "note": self.note,
+            "queue_position": self.queued.position if self.queued else None,
+            "queue_wait_ms": round(self.queued.waited_s * 1e3, 2) if self.queued else None,
             "verdict": self.verdict.to_json() if self.verdict else None,
         }
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    tracked: Tracked
+    queued: Queued
 
 
 @dataclass
 class _Job:
     submission: Submission
     future: asyncio.Future = field(repr=False)
+    position: int = 0
+    queued_at: float = field(default_factory=time.perf_counter)
 
 
 class RewardService:
     def __init__(self, executor: EvalExecutor, *, options: EvalOptions, reward: RewardConfig | None = None,
-                 cache: VerdictCache | None = None, queue_size: int = 256, admission_timeout_s: float = 30.0):
+                 cache: VerdictCache | None = None, queue_size: int = 256, admission_timeout_s: float = 30.0,
+                 limit: TimedLimit | None = None):
         if queue_size < 1:
             raise ValueError(f"queue size must be at least 1 (got {queue_size})")
+        self.limit = limit or chosen_limit(executor.devices, executor.capacity, None)
         self.executor = executor
         self.options = options
         self.reward = reward or RewardConfig()
@@ -140,12 +168,14 @@ class RewardService:
         self._queue: asyncio.Queue[_Job] | None = None
         self._dispatchers: list[asyncio.Task] = []
         self._running = 0
+        self._running_max = 0  # the most evaluations that ran at once (never above the limit)
         self.scope = evaluation_scope(executor)
 
     # ---- life cycle ----------------------------------------------------------------------
     async def start(self) -> None:
         self._queue = asyncio.Queue(maxsize=self.queue_size)
-        self._dispatchers = [asyncio.create_task(self._dispatch()) for _ in range(self.executor.capacity)]
+        # One dispatcher per evaluation the host can time honestly at once: the rest wait in the queue.
+        self._dispatchers = [asyncio.create_task(self._dispatch()) for _ in range(self.limit.at_once)]
 
     async def stop(self) -> None:
         for task in self._dispatchers:
@@ -236,12 +266,19 @@ class RewardService:
         deduplicated = shared is not None
         if shared is None:
             shared = self._inflight[sub.key] = asyncio.get_running_loop().create_future()
+            # Those ahead of it: running, and waiting (a full queue: as many as it holds).
+            job = _Job(sub, shared, position=self._running + self.queue_depth)
             try:
-                await asyncio.wait_for(self._queue.put(_Job(sub, shared)), self.admission_timeout_s)
+                try:
+                    self._queue.put_nowait(job)
+                except asyncio.QueueFull:
+                    await asyncio.wait_for(self._queue.put(job), self.admission_timeout_s)
             except asyncio.TimeoutError:
                 self._inflight.pop(sub.key, None)
-                shared.set_exception(QueueFull(f"queue full ({self.queue_size} waiting) for "
-                                               f"{self.admission_timeout_s:.0f} s"))
+                shared.set_exception(QueueFull(
+                    f"queue full: {self.queue_size} submission(s) waiting behind {self._running} timed "
+                    f"evaluation(s) (at most {self.limit.at_once} at once: what this host can time honestly), "
+                    f"no room within {self.admission_timeout_s:g} s; submit again later"))
             except asyncio.CancelledError:  # the request went away before it was queued: so must its
                 self._inflight.pop(sub.key, None)  # key, or twins arriving later would wait forever
                 shared.set_exception(QueueFull("the submission was withdrawn before it was queued"))
@@ -249,22 +286,26 @@ class RewardService:
         else:
             self.metrics.count("deduplicated")
         try:
-            tracked = await asyncio.shield(shared)
+            done: _Evaluated = await asyncio.shield(shared)
         except EvaluationLost as exc:
             return Answer(sub.key, "error", None, None, deduplicated=deduplicated, error=str(exc))
-        return self._scored(sub, tracked, deduplicated=deduplicated)
+        return self._scored(sub, done.tracked, deduplicated=deduplicated, queued=done.queued)
 
-    def _scored(self, sub: Submission, tracked: Tracked, cached: bool = False, deduplicated: bool = False) -> Answer:
+    def _scored(self, sub: Submission, tracked: Tracked, cached: bool = False, deduplicated: bool = False,
+                queued: Queued | None = None) -> Answer:
         normalizer = self._normalizers.setdefault((sub.reward.transform, sub.reward.baseline), RunningNormalizer())
         reward: Reward = compute_reward(tracked.verdict, sub.reward, normalizer)
         return Answer(sub.key, tracked.verdict.status.value, reward.value, reward.speedup, cached=cached,
                       deduplicated=deduplicated, attempts=tracked.attempts, verdict=tracked.verdict,
-                      error=tracked.verdict.error, note=reward.note)
+                      error=tracked.verdict.error, note=reward.note, queued=queued)
 
     async def _dispatch(self) -> None:
         while True:
             job = await self._queue.get()
             self._running += 1
+            self._running_max = max(self._running_max, self._running)
+            queued = Queued(job.position, time.perf_counter() - job.queued_at)
+            self.metrics.queued(queued.waited_s)
             sub = job.submission
             try:
                 tracked = await asyncio.wrap_future(
@@ -279,7 +320,7 @@ class RewardService:
                     raise EvaluationLost("the server is stopping (interrupted); submit again")
                 if self.cache is not None and not infrastructure_failure(tracked.verdict):
                     await asyncio.to_thread(self.cache.put, sub.key, tracked.verdict)
-                job.future.set_result(tracked)
+                job.future.set_result(_Evaluated(tracked, queued))
             except Exception as exc:  # noqa: BLE001 (a dispatcher must outlive any one job)
                 self.metrics.count("lost")
                 job.future.set_exception(exc if isinstance(exc, EvaluationLost) else EvaluationLost(str(exc)))
@@ -291,7 +332,8 @@ class RewardService:
     # ---- status --------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         return {"ok": all(not t.done() for t in self._dispatchers), "devices": self.executor.devices,
-                "capacity": self.executor.capacity, "queue_depth": self.queue_depth, "running": self._running}
+                "capacity": self.executor.capacity, "max_timed": self.limit.at_once,
+                "queue_depth": self.queue_depth, "running": self._running}
 
     @property
     def queue_depth(self) -> int:
@@ -300,6 +342,7 @@ class RewardService:
     def metrics_json(self) -> dict[str, Any]:
         return self.metrics.snapshot(
             queue_depth=self.queue_depth, queue_size=self.queue_size, running=self._running,
+            running_max=self._running_max, max_timed=self.limit.at_once, max_timed_why=self.limit.why,
             inflight_keys=len(self._inflight), cache_entries=len(self.cache) if self.cache is not None else 0,
             normalizers={f"{t}/{b}": n.state() for (t, b), n in self._normalizers.items()},
         )
