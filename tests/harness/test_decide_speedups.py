@@ -101,10 +101,14 @@ def test_verdict_files_from_before_intervals_still_load():
     assert retired.speedup.ratios == {"eager": 1.0}
 
 
-def test_non_finite_ratios_are_unusable_and_written_as_null():
-    s = Speedups(eager=math.nan, compile=math.inf, best=-1.0)
+def test_non_finite_figures_are_unusable_and_never_written_as_invalid_json():
+    s = Speedups(eager=math.nan, compile=math.inf, best=-1.0, intervals={"eager": (math.nan, 1.0), "best": (0.9, 1.1)})
     assert s.usable("eager") is s.usable("compile") is s.usable("best") is None
-    assert s.to_json()["eager"] is None and s.to_json()["compile"] is None
+    written = json.loads(json.dumps(s.to_json(), allow_nan=False))
+    assert written["eager"] is None and written["compile"] is None and written["intervals"] == {"best": [0.9, 1.1]}
+    # A malformed interval in a file is not read as one (a resumed run still loads the verdict).
+    read = Speedups.from_json({"eager": 1.0, "intervals": {"eager": [None, 1.0], "best": [0.9], "compile": "x"}})
+    assert read == Speedups(eager=1.0)
 
 
 def test_a_new_baseline_is_its_name_in_baselines_py(monkeypatch):

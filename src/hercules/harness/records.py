@@ -206,7 +206,9 @@ class Speedups:
         baseline's name (null when not measured), ``best``, and ``intervals`` as [low, high] pairs."""
         flat: dict[str, Any] = {name: _finite(self.ratios.get(name)) for name in baselines.BASELINES}
         flat["best"] = _finite(self.best)
-        flat["intervals"] = {name: [low, high] for name, (low, high) in self.intervals.items()}
+        # A bound that is not finite has no JSON spelling and bounds nothing: that interval is left out.
+        flat["intervals"] = {name: [low, high] for name, (low, high) in self.intervals.items()
+                             if math.isfinite(low) and math.isfinite(high)}
         return flat
 
     @classmethod
@@ -214,8 +216,8 @@ class Speedups:
         """Inverse of ``to_json``; also reads files from before intervals were measured. A name that is
         no longer a baseline is dropped: nothing could compare it with anything measured now."""
         data, names = data or {}, speedup_names()
-        intervals = {name: tuple(pair) for name, pair in (data.get("intervals") or {}).items()
-                     if name in names and pair is not None}
+        intervals = {name: pair for name, pair in (data.get("intervals") or {}).items()
+                     if name in names and _numbers(pair, 2)}
         return cls({name: data.get(name) for name in names[:-1]}, best=data.get("best"), intervals=intervals)
 
 
@@ -229,6 +231,10 @@ def _known(names: Iterable[str], allowed: Sequence[str]) -> None:
     unknown = sorted(set(names) - set(allowed))
     if unknown:
         raise ValueError(f"unknown baseline {', '.join(map(repr, unknown))} (one of {', '.join(allowed)})")
+
+
+def _numbers(value: Any, n: int) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == n and all(isinstance(x, (int, float)) for x in value)
 
 
 def _finite(value: float | None) -> float | None:
