@@ -40,7 +40,8 @@ _CODE = {
     "native": _COMMON,
     "defpy": (*_COMMON, "debug/defpy_driver.py"),
     # the evaluation core and what it imports, and the compile-only check used without a GPU
-    "kernelbench": (*_COMMON, "debug/core_verdict.py", "debug/kbbuild.py", "harness", "problems", "experts", "fileio.py", "store.py"),
+    "kernelbench": (*_COMMON, "debug/core_verdict.py", "debug/kbbuild.py", "harness", "problems", "experts",
+                    "fileio.py", "store.py"),
 }
 
 

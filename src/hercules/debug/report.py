@@ -16,7 +16,10 @@ from typing import Any
 from hercules.debug.classifier import LABEL_OF
 from hercules.debug.gate import HEADLINE_P, P_SWEEP
 from hercules.debug.metrics import PassAtK, breakdown, mean_pass_at_k
+from hercules.debug.reproduce import Repro
 from hercules.debug.runner import Trajectory
+
+NOT_VALIDATED = "not_validated"  # a run without the reproduction stage
 
 
 def _task_entry(group: list[Trajectory], rep: Any = None) -> dict[str, Any]:
@@ -36,7 +39,7 @@ def _task_entry(group: list[Trajectory], rep: Any = None) -> dict[str, Any]:
         "rounds": len(final and first.rounds), "notes": final["outcome"].get("notes", []),
         # always a boolean: True only where the reproduction saw the labelled failure here
         "reproduced": rep is not None and rep.reproduced is True,
-        "reproduction_status": rep.status if rep is not None else "not_validated",
+        "reproduction_status": rep.status if rep is not None else NOT_VALIDATED,
         "not_reproduced_why": (rep.not_reproduced_why if rep is not None
                                else "not validated: the run has no reproduction stage"),
         # the final round took a recorded run instead of running (``reuse``): from where, and how
@@ -124,7 +127,7 @@ def summarise(trajectories: Sequence[Trajectory], corpus: str, ks: Sequence[int]
         from hercules.debug.reproduce import counts
 
         excluded = [{"task_id": i, "labelled_category": labels[i],
-                     "status": reps[i].status if i in reps else "not_validated",
+                     "status": reps[i].status if i in reps else NOT_VALIDATED,
                      "why": reps[i].not_reproduced_why if i in reps else "not validated"}
                     for i in task_ids if not (i in reps and reps[i].reproduced is True)]
         summary["reproduction"] = {
@@ -193,7 +196,7 @@ def _reproduced_cell(task: dict[str, Any]) -> str:
     if task.get("reproduced") is True:
         return "yes"
     status = task.get("reproduction_status")
-    return status if status in ("untested", "corpus_defect", "not_validated") else "no"
+    return status if status in (Repro.UNTESTED, Repro.CORPUS_DEFECT, NOT_VALIDATED) else "no"
 
 
 def _sweep_markdown(summary: dict[str, Any]) -> list[str]:

@@ -32,6 +32,7 @@ hash), so that an attempt of the same file under the same conditions can take it
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import re
@@ -54,7 +55,31 @@ from hercules.debug.workspace import CommandResult
 from hercules.harness.device_lock import DeviceLock
 
 RULES_VERSION = 4  # bump when the judging rules change: older cached results are not reused
-STATUSES = ("reproduced", "not_reproduced", "untested", "corpus_defect")
+
+
+class Repro(str, enum.Enum):
+    """What the reproduction found (the module's docstring says when each holds)."""
+
+    REPRODUCED = "reproduced"
+    NOT_REPRODUCED = "not_reproduced"
+    UNTESTED = "untested"
+    CORPUS_DEFECT = "corpus_defect"
+
+
+class RefStatus(str, enum.Enum):
+    """What the reference's run says, or why it has none."""
+
+    PASSES = "passes"  # builds and passes its tests
+    BUILDS = "builds"  # builds; this machine cannot test it
+    FAILS = "fails"  # fails to build, or fails its tests
+    ENVIRONMENT = "environment"  # cannot be built or run here
+    TIMEOUT = "timeout"
+    BASELINE_ONLY = "baseline_only"  # the "reference" is the problem itself: no gold check
+    MISSING = "missing"  # the instance has none
+    NOT_RUN = "not_run"  # not run (a stored run without the replay fixer, a failed reproduction)
+
+
+STATUSES = tuple(s.value for s in Repro)
 PERF_BROKEN_P = 0.7  # perf_broken is reproduced when the correct broken file is below this speedup
 
 # Which classified categories show each labelled failure (a test on a GPU).
@@ -71,7 +96,7 @@ SHOWS_LABEL = {
 class Reproduction:
     task_id: str
     labelled_category: str
-    status: str  # one of STATUSES
+    status: str  # a Repro value
     # True only for status "reproduced"; False otherwise, ``status`` says which (an untested one:
     # this machine cannot observe the labelled failure) and ``not_reproduced_why`` says why.
     # Records made before it was a strict boolean held None for untested: read back as False.
@@ -80,7 +105,7 @@ class Reproduction:
     not_reproduced_why: str | None  # set whenever reproduced is not True
     why_kind: str  # a short code for counting reasons (e.g. broken_builds, reference_fails_build)
     evidence: str  # the line that decided the broken file's category
-    reference_status: str  # passes | builds | fails | environment | timeout | baseline_only | missing
+    reference_status: str  # a RefStatus value
     reference_why: str
     toolchain: str  # the toolchain identity the result holds for
     device: str  # "cpu: no GPU, ..." or the GPU's name and architecture
@@ -186,7 +211,7 @@ def _is_baseline_reference(inst: Instance, reference: str) -> bool:
 class ReferenceJudgement:
     """What the reference's run says about the instance."""
 
-    status: str  # passes | builds | fails | environment | timeout | baseline_only | missing | not_run
+    status: RefStatus
     why: str
     stage: str = ""  # "build" or "test": where a failing or timed-out reference stopped
 
@@ -194,12 +219,12 @@ class ReferenceJudgement:
 def _no_gold_check(inst: Instance, reference: str | None) -> ReferenceJudgement | None:
     """Why the reference cannot be checked (None when it can): none given, or only the baseline."""
     if reference is None:
-        return ReferenceJudgement("missing", "missing: the instance has no reference solution; only the failure "
-                                  "was checked")
+        return ReferenceJudgement(RefStatus.MISSING, "missing: the instance has no reference solution; only "
+                                  "the failure was checked")
     if _is_baseline_reference(inst, reference):
-        return ReferenceJudgement("baseline_only", "baseline_only: the reference is the task's own PyTorch problem "
-                                  "(the baseline the candidate is timed against), not a solution its build command "
-                                  "accepts; no gold check")
+        return ReferenceJudgement(RefStatus.BASELINE_ONLY, "baseline_only: the reference is the task's own "
+                                  "PyTorch problem (the baseline the candidate is timed against), not a solution its "
+                                  "build command accepts; no gold check")
     return None
 
 
@@ -229,7 +254,7 @@ def _inside_testbench(text: str | None) -> str | None:
     return _WORKSPACE_PATH.sub("", text) if text else text
 
 
-NOT_JUDGED = ReferenceJudgement("not_run", "not judged")
+NOT_JUDGED = ReferenceJudgement(RefStatus.NOT_RUN, "not judged")
 
 
 def judge_reference(outcome: Outcome | None, unchecked: ReferenceJudgement | None = None) -> ReferenceJudgement:
@@ -238,23 +263,24 @@ def judge_reference(outcome: Outcome | None, unchecked: ReferenceJudgement | Non
         return unchecked or NOT_JUDGED
     c = outcome.classification
     if c.category == cls.PASSED:
-        return ReferenceJudgement("passes", "the reference builds and passes its tests")
+        return ReferenceJudgement(RefStatus.PASSES, "the reference builds and passes its tests")
     if c.category == cls.UNTESTED:
-        return ReferenceJudgement("builds", f"the reference builds ({c.reason})")
+        return ReferenceJudgement(RefStatus.BUILDS, f"the reference builds ({c.reason})")
     if c.category == cls.ENV or (c.category == cls.BUILD and c.environment_suspect):
-        return ReferenceJudgement("environment", "the reference cannot be built or run here: "
+        return ReferenceJudgement(RefStatus.ENVIRONMENT, "the reference cannot be built or run here: "
                                   f"{_lacks(outcome)}{_describe(outcome)}")
     if c.category == cls.TIMEOUT:
         stage = "build" if c.subtype == "build" else "test"
-        return ReferenceJudgement("timeout", f"the reference's {stage} timed out{_timeout_s(outcome)}", stage)
+        return ReferenceJudgement(RefStatus.TIMEOUT, f"the reference's {stage} timed out{_timeout_s(outcome)}", stage)
     if outcome.test is None or c.category == cls.BUILD:
-        return ReferenceJudgement("fails", f"the reference itself fails to build: {_describe(outcome)}", "build")
-    return ReferenceJudgement("fails", f"the reference itself fails its tests: {_describe(outcome)}", "test")
+        return ReferenceJudgement(RefStatus.FAILS, f"the reference itself fails to build: {_describe(outcome)}",
+                                  "build")
+    return ReferenceJudgement(RefStatus.FAILS, f"the reference itself fails its tests: {_describe(outcome)}", "test")
 
 
 def judge(inst: Instance, broken: Outcome, reference: Outcome | None, unchecked: ReferenceJudgement | None,
           gpu_present: bool, compiler: str, device: str, broken_speedup: float | None = None
-          ) -> tuple[str, str | None, str, str]:
+          ) -> tuple[Repro, str | None, str, str]:
     """(status, why, why_kind, observed category) from the two outcomes and the label;
     ``unchecked``: why the reference has no outcome (None when it ran)."""
     label = inst.category
@@ -263,50 +289,50 @@ def judge(inst: Instance, broken: Outcome, reference: Outcome | None, unchecked:
     if label == "perf_broken" and broken.correct:
         observed = cls.SLOW if broken_speedup is not None and broken_speedup < PERF_BROKEN_P else cls.PASSED
     ref = judge_reference(reference, unchecked)
-    ref_status, ref_why = ref.status, ref.why
+    ref_why = ref.why
     where = f"with {compiler} ({device})"
     # 1. what this machine cannot observe
     if b.category == cls.ENV:
-        return "untested", f"the broken file cannot be built or run here: {_describe(broken)}", "environment", observed
+        return Repro.UNTESTED, f"the broken file cannot be built or run here: {_describe(broken)}", "environment", observed
     if b.category == cls.TIMEOUT and b.subtype == "build":
-        return ("untested", f"the broken file's build timed out{_timeout_s(broken)}: nothing observed",
+        return (Repro.UNTESTED, f"the broken file's build timed out{_timeout_s(broken)}: nothing observed",
                 "build_timeout", observed)
-    if b.category == cls.BUILD and b.environment_suspect and ref_status not in ("builds", "passes"):
+    if b.category == cls.BUILD and b.environment_suspect and ref.status not in (RefStatus.BUILDS, RefStatus.PASSES):
         # a CUDA library header this machine lacks: the candidate's fault only if the reference,
         # built here the same way, does without it
-        return ("untested", f"the broken file cannot be built here: {_lacks(broken)}{_describe(broken)} "
+        return (Repro.UNTESTED, f"the broken file cannot be built here: {_lacks(broken)}{_describe(broken)} "
                 f"({ref_why})", "environment_library_header", observed)
-    if ref_status in ("environment", "timeout"):
-        return "untested", ref_why, f"reference_{ref_status}", observed
+    if ref.status in (RefStatus.ENVIRONMENT, RefStatus.TIMEOUT):
+        return Repro.UNTESTED, ref_why, f"reference_{ref.status.value}", observed
     # 2. the reference itself fails: the instance cannot be solved as given
-    if ref_status == "fails":
+    if ref.status is RefStatus.FAILS:
         kind = f"reference_fails_{ref.stage}"
-        return "corpus_defect", ref_why, kind, observed
+        return Repro.CORPUS_DEFECT, ref_why, kind, observed
     # 3. the broken file against its label
     if b.category == cls.BUILD:
         if label == "compile_error":
-            return "reproduced", None, "", observed
-        return ("not_reproduced", f"labelled {label}, but the broken file does not build {where}: "
+            return Repro.REPRODUCED, None, "", observed
+        return (Repro.NOT_REPRODUCED, f"labelled {label}, but the broken file does not build {where}: "
                 f"{_describe(broken)}", "broken_does_not_build", observed)
     if label == "compile_error":
         if b.category == cls.UNTESTED:
-            return "not_reproduced", f"the broken file builds {where}", "broken_builds", observed
+            return Repro.NOT_REPRODUCED, f"the broken file builds {where}", "broken_builds", observed
         if b.category == cls.PASSED:
-            return ("not_reproduced", f"the broken file builds and its tests pass {where}",
+            return (Repro.NOT_REPRODUCED, f"the broken file builds and its tests pass {where}",
                     "broken_builds_and_passes", observed)
-        return ("not_reproduced", f"the broken file builds {where}, then fails as {_describe(broken)}",
+        return (Repro.NOT_REPRODUCED, f"the broken file builds {where}, then fails as {_describe(broken)}",
                 "broken_builds_then_fails", observed)
     if b.category == cls.UNTESTED:
         why = ("no GPU: only the build is observable here, and the broken file builds "
                f"{where}" if not gpu_present else f"the broken file builds but was not tested: {b.reason}")
-        return "untested", why, "no_gpu" if not gpu_present else "not_tested", observed
+        return Repro.UNTESTED, why, "no_gpu" if not gpu_present else "not_tested", observed
     if observed in SHOWS_LABEL.get(label, ()):
-        return "reproduced", None, "", observed
+        return Repro.REPRODUCED, None, "", observed
     if observed == cls.PASSED:
         extra = f" (speedup {broken_speedup:.2f} >= {PERF_BROKEN_P})" if label == "perf_broken" and broken_speedup else ""
-        return ("not_reproduced", f"labelled {label}, but the broken file builds and its tests pass {where}{extra}",
+        return (Repro.NOT_REPRODUCED, f"labelled {label}, but the broken file builds and its tests pass {where}{extra}",
                 "broken_passes", observed)
-    return ("not_reproduced", f"labelled {label}, but the broken file fails otherwise {where}: {_describe(broken)}",
+    return (Repro.NOT_REPRODUCED, f"labelled {label}, but the broken file fails otherwise {where}: {_describe(broken)}",
             f"observed_{observed}", observed)
 
 
@@ -371,13 +397,12 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         speedup = broken.gate(None).speedup
     status, why, kind, observed = judge(inst, broken, reference, unchecked, tc.gpu_present, compiler, device, speedup)
     ref = judge_reference(reference, unchecked)
-    ref_status = ref.status
     why, evidence, ref_why = (_inside_testbench(t) for t in (why, broken.classification.reason, ref.why))
     rep = Reproduction(
-        task_id=inst.task_id, labelled_category=inst.category, status=status,
-        reproduced=status == "reproduced", observed_category=observed,
+        task_id=inst.task_id, labelled_category=inst.category, status=status.value,
+        reproduced=status is Repro.REPRODUCED, observed_category=observed,
         not_reproduced_why=why, why_kind=kind, evidence=(evidence or "")[:400],
-        reference_status=ref_status, reference_why=ref_why, toolchain=identity, device=device,
+        reference_status=ref.status.value, reference_why=ref_why, toolchain=identity, device=device,
         instance_hash=ihash, broken=broken.to_json(), reference=reference.to_json() if reference else None,
         seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup,
         observed_subtype=broken.classification.subtype,
@@ -413,8 +438,8 @@ def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions
                 raise
             identity, device, _ = toolchain_identity(tc)
             why = f"the reproduction itself failed: {type(exc).__name__}: {exc}"[:400]
-            return Reproduction(inst.task_id, inst.category, "untested", False, cls.UNTESTED, why, "error", "",
-                                "untested", why, identity, device, "", None, None, 0.0)
+            return Reproduction(inst.task_id, inst.category, Repro.UNTESTED.value, False, cls.UNTESTED, why, "error",
+                                "", RefStatus.NOT_RUN.value, why, identity, device, "", None, None, 0.0)
 
     for i, rep in interrupt.map_until_stopped(one, instances, jobs):
         results[i] = rep
@@ -435,7 +460,7 @@ def counts(reproductions: Sequence[Reproduction]) -> dict[str, Any]:
     reasons: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     for r in reproductions:
         by_cat[r.labelled_category][r.status] += 1
-        if r.status != "reproduced":
+        if r.status != Repro.REPRODUCED:
             reasons[r.labelled_category][r.status][r.why_kind] += 1
     total = Counter(r.status for r in reproductions)
     return {
@@ -478,12 +503,12 @@ def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequ
         if unchecked is None:
             ref_rec = rounds.get(code_hash(ref_code)) or rounds.get(code_hash(kernelbench_alias(ref_code)))
             if ref_rec is None:
-                unchecked = ReferenceJudgement("not_run", "not_run: no stored round ran the reference (the replay "
+                unchecked = ReferenceJudgement(RefStatus.NOT_RUN, "not_run: no stored round ran the reference (the replay "
                                                "fixer); judged on the broken file alone")
         if broken_rec is None:
             why = "no stored round ran the broken file (the null fixer) in this run"
-            out.append(Reproduction(inst.task_id, inst.category, "untested", False, cls.UNTESTED, why, "not_run", "",
-                                    "not_run", (unchecked or NOT_JUDGED).why, toolchain_note, device, ihash, None,
+            out.append(Reproduction(inst.task_id, inst.category, Repro.UNTESTED.value, False, cls.UNTESTED, why,
+                                    "not_run", "", RefStatus.NOT_RUN.value, (unchecked or NOT_JUDGED).why, toolchain_note, device, ihash, None,
                                     None, 0.0))
             continue
         broken = outcome_from_json(broken_rec["outcome"])
@@ -493,13 +518,12 @@ def reproductions_from_rounds(records: Sequence[dict[str, Any]], instances: Sequ
         status, why, kind, observed = judge(inst, broken, reference, unchecked, gpu_present, toolchain_note, device,
                                             speedup)
         ref = judge_reference(reference, unchecked)
-        ref_status = ref.status
         why, ref_why = _inside_testbench(why), _inside_testbench(ref.why)
         out.append(Reproduction(
-            task_id=inst.task_id, labelled_category=inst.category, status=status,
-            reproduced=status == "reproduced", observed_category=observed,
+            task_id=inst.task_id, labelled_category=inst.category, status=status.value,
+            reproduced=status is Repro.REPRODUCED, observed_category=observed,
             not_reproduced_why=why, why_kind=kind, evidence=(_inside_testbench(broken.classification.reason) or "")[:400],
-            reference_status=ref_status, reference_why=ref_why, toolchain=toolchain_note, device=device,
+            reference_status=ref.status.value, reference_why=ref_why, toolchain=toolchain_note, device=device,
             instance_hash=ihash, broken=broken_rec["outcome"], reference=ref_rec["outcome"] if ref_rec else None,
             seconds=0.0, broken_speedup=speedup, observed_subtype=broken.classification.subtype))
     return out
