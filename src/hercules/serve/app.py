@@ -2,12 +2,14 @@
 
     POST /v1/evaluate        {"problem": NAME | CODE | {"code", "name"}, "candidate": CODE | {"code", "name"}
                               (or "completion": MODEL OUTPUT), "options": {...}, "reward": {...}}
-                             -> one answer: status, reward, speedup, cached, deduplicated, attempts, verdict
+                             -> one answer: status, reward, speedup, cached, deduplicated, attempts, verdict,
+                                queue_position and queue_wait_ms (evaluations ahead of it, and its wait
+                                for one of the timed evaluations the host runs at once: admission.py)
     POST /v1/evaluate/batch  {"items": [submission, ...], "problem"/"options"/"reward": defaults for every item}
                              -> {"results": [answer, ...]} in the order given
     GET  /v1/problems        the built-in problem names
-    GET  /health             200 while the dispatchers run
-    GET  /metrics            counts, queue depth, p50/p99 latency, cache hits (JSON)
+    GET  /health             200 while the dispatchers run; devices, capacity, max_timed, queue depth
+    GET  /metrics            counts, queue depth, p50/p99 latency and queue wait, cache hits, max_timed (JSON)
 
 Every error is JSON, {"error": one line}: 400 for unusable input (the missing or bad field named),
 404/405 for an unknown route or method, 413 for a body over MAX_BODY_BYTES, 429 when the queue stays
