@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hercules.harness import evaluate as core
+from hercules.harness.session import Session
 from hercules.harness.evaluate import EvalOptions, evaluate
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     wanted = None if args.ops == "all" else set(args.ops.split(","))
-    core._Evaluation._request = traced(core._Evaluation._request, wanted)
+    Session.call = traced(Session.call, wanted)
     problem = load_source(args.problem).problems[0]
     candidate = Candidate(args.candidate.stem, args.candidate.read_text(), "trace")
     cache = Path(tempfile.mkdtemp(prefix="timing-trace-"))

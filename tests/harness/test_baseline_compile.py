@@ -46,7 +46,7 @@ def test_prepare_takes_the_function_compiled_ahead_and_compiles_nothing_more(dev
     if device == "cpu":
         # Dynamo's tracing without Inductor's C++ build: what is checked is which function is used.
         real = torch.compile
-        monkeypatch.setattr(baselines.torch, "compile", lambda model, **kw: real(model, backend="eager"))
+        monkeypatch.setattr(torch, "compile", lambda model, **kw: real(model, backend="eager"))
     torch.compiler.reset()
     from torch._dynamo.utils import counters
 

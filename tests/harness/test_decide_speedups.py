@@ -121,3 +121,19 @@ def test_a_new_baseline_is_its_name_in_baselines_py(monkeypatch):
     assert data["speedup"]["tensorrt"] == pytest.approx(0.5)
     assert data["speedup"]["intervals"]["tensorrt"] == [0.45, 0.55]
     assert verdict_from_json(data).speedup == v.speedup
+
+
+def test_a_baseline_timed_beside_the_candidate_gives_its_side_by_side_speedup_and_interval():
+    """Eager timed in the same rounds as the candidate: its speedup is the rounds' (drift between
+    the candidate's figure and eager's, measured apart, does not enter it); the others stay
+    time over time, and best follows the fastest baseline."""
+    from hercules.harness.records import SideBySide
+
+    paired = SideBySide(speedup=1.01, low=0.98, high=1.04, rounds=7)
+    measure = MeasureOutcome(timing(0.5), side_by_side={"eager": paired})
+    v = decide(CTX, ScanOutcome(), check=GOOD, measure=measure,
+               baselines=BaselineOutcome({"eager": 0.6, "compile": 1.0}))
+    assert v.speedup.ratio("eager") == 1.01 and v.speedup.interval("eager") == (0.98, 1.04)
+    assert v.speedup.ratio("compile") == pytest.approx(2.0) and v.speedup.interval("compile") is None
+    assert v.speedup.best == 1.01 and v.speedup.interval("best") == (0.98, 1.04)  # eager is the fastest
+    assert verdict_from_json(json.loads(json.dumps(v.to_json()))).speedup.interval("eager") == (0.98, 1.04)

@@ -2,14 +2,15 @@
 
 import pytest
 
-from hercules.harness.evaluate import (
+from hercules.harness.policy import (
     JUDGED_MIN_CALLS,
     JUDGED_RATIO_LIMIT,
     JUDGED_REQUEST_MS,
     WALL_SLACK_MS,
     JudgedPasses,
-    _burst_calls,
-    _landing_on_set0,
+    burst_calls,
+    landing_on_set0,
+    timing_set_seeds,
 )
 
 
@@ -55,31 +56,28 @@ def test_slacks_are_the_whole_round_trip_per_call_and_respect_a_floor():
 
 @pytest.mark.parametrize("calls,sets,expected", [(10, 3, 10), (12, 3, 10), (2, 3, 1), (5, 1, 5), (0, 4, 1)])
 def test_bursts_end_on_the_first_input_set(calls, sets, expected):
-    landed = _landing_on_set0(calls, sets)
+    landed = landing_on_set0(calls, sets)
     assert landed == expected and (landed - 1) % sets == 0
 
 
 def test_burst_length_dwarfs_the_round_trip_and_is_capped():
-    assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 58  # 60, landing on set 0 below it
-    assert _burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=40) == 41  # below it only one call: above it
+    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 58  # 60, landing on set 0 below it
+    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=40) == 41  # below it only one call: above it
     # A long call with many sets: the first landing past the target, not one call
-    assert _burst_calls(per_call_ms=11.8, overhead_ms=0.4, sets=16) == 17
+    assert burst_calls(per_call_ms=11.8, overhead_ms=0.4, sets=16) == 17
     # ...unless that burst would run past BURST_MAX_MS: the last landing before it
-    assert _burst_calls(per_call_ms=200.0, overhead_ms=0.4, sets=16) == 1
-    assert _burst_calls(per_call_ms=1e-4, overhead_ms=0.1, sets=1) == 2000
-    assert _burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1) == 200
+    assert burst_calls(per_call_ms=200.0, overhead_ms=0.4, sets=16) == 1
+    assert burst_calls(per_call_ms=1e-4, overhead_ms=0.1, sets=1) == 2000
+    assert burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1) == 200
 
 
 def test_timing_buffers_hold_the_refreshed_sets_first_then_the_trials_round():
-    from hercules.harness.evaluate import _Evaluation
-
-    run = _Evaluation.__new__(_Evaluation)
-    run.trial_seeds = [11, 12, 13]
+    trial_seeds = [11, 12, 13]
     # 8 buffers: the candidate keeps the 3 trial sets and clones them round (timing.rotation_sets);
     # the first two were refreshed for revalidation.
-    assert run._timing_set_seeds(8, [91, 92]) == [91, 92, 13, 11, 12, 13, 11, 12]
-    assert run._timing_set_seeds(2, [91, 92, 93]) == [91, 92]
-    assert run._timing_set_seeds(1, []) == [11]
+    assert timing_set_seeds(trial_seeds, 8, [91, 92]) == [91, 92, 13, 11, 12, 13, 11, 12]
+    assert timing_set_seeds(trial_seeds, 2, [91, 92, 93]) == [91, 92]
+    assert timing_set_seeds(trial_seeds, 1, []) == [11]
 
 
 @pytest.mark.parametrize("trials,set_elements", [(5, 1000), (3, 1000), (5, 40_000_000), (2, 200_000_000)])
@@ -90,14 +88,10 @@ def test_the_parents_map_of_timing_buffers_matches_the_workers_rotation(trials, 
     import torch
 
     from hercules.harness import timing
-    from hercules.harness.evaluate import _Evaluation
-
     device = torch.device("cuda")  # only its type is read: the sets below stay on the CPU
     per_set = torch.empty(0).new_zeros(1).expand(set_elements)  # set_elements float32 values, no memory
     kept = [(per_set, torch.tensor(float(t))) for t in range(trials)]
     kept = kept[:timing.sets_to_keep(timing.set_bytes(kept[0]), device)]  # what op_run keeps
     buffers = timing.rotation_sets(kept, device)
-    run = _Evaluation.__new__(_Evaluation)
-    run.trial_seeds = [100 + t for t in range(trials)]
-    mapped = run._timing_set_seeds(len(buffers), [])
+    mapped = timing_set_seeds([100 + t for t in range(trials)], len(buffers), [])
     assert [100 + int(b[1]) for b in buffers] == mapped

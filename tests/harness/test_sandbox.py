@@ -726,3 +726,42 @@ def test_an_error_from_a_limit_names_the_limit_and_its_value():
     assert "RLIMIT_FSIZE" in said
     assert ("unlimited" in said) if soft == resource.RLIM_INFINITY else (f"{soft / 2**30:.1f} GiB" in said)
     assert _limit_hit(ValueError("unrelated")) == ""
+
+
+SPINNERS = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()  # a detached child: still inside, still stopped with the rest
+    while True:
+        pass
+while True:
+    pass
+"""
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+@needs_bwrap
+def test_a_paused_sandbox_takes_no_host_time_and_resumes(tmp_path):
+    """While paused every process inside, detached ones too, is stopped: its CPU time does not move
+    (a trusted baseline timed meanwhile cannot be slowed by it); after resume they run again."""
+    box = Sandbox(tmp_path / "box")
+    box.popen([sys.executable, "-c", SPINNERS], env=dict(os.environ))
+    try:
+        assert wait_until(lambda: len(box.processes()) >= 3)  # the namespace's init and both spinners
+        with box.paused() as stopped:
+            assert stopped
+            before = {pid: _cpu_ticks(pid) for pid in box.processes()}
+            time.sleep(0.5)
+            after = {pid: _cpu_ticks(pid) for pid in before}
+            assert len(before) >= 3 and before == after, (before, after)
+        # nothing inside is stopped any more, and the two spinners run again (the namespace's init
+        # only waits); how soon they get a core depends on the host's load
+        assert not [pid for pid in box.processes() if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"]
+        assert wait_until(lambda: sum(_cpu_ticks(pid) > ticks for pid, ticks in after.items()) >= 2, timeout=30)
+    finally:
+        box.kill()
+    assert box.processes() == []

@@ -21,6 +21,7 @@ from hercules.harness.records import (
     Cause,
     CheckResult,
     Degeneracy,
+    SideBySide,
     Speedups,
     Status,
     TimingResult,
@@ -69,6 +70,9 @@ class MeasureOutcome:
     revalidated: bool = True  # False: outputs went wrong after the timing buffers were refreshed
     revalidation_error: str | None = None
     executed_lines: frozenset[int] = frozenset()
+    timing_sets: int = 1  # the candidate's timing buffers (the baselines are timed over as many sets)
+    # The speedup against a baseline timed beside the candidate in the same rounds, by its name.
+    side_by_side: Mapping[str, SideBySide] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
     timing = measure.timing if measure else None
     times = dict(baselines.times_ms) if baselines else {}
     cand_ms = timing.median_ms if timing and scored else None
-    speedup = _speedups(times, cand_ms, baselines.intervals if baselines else {})
+    speedup = _speedups(times, cand_ms, baselines.intervals if baselines else {},
+                        measure.side_by_side if measure else {})
     return Verdict(
         status=status, correct=bool(check_result and check_result.correct) and scored, flags=flags, error=error,
         max_abs_err=check_result.max_abs_err if check_result else None,
@@ -180,12 +185,20 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
 
 
 def _speedups(times: Mapping[str, float | None], cand_ms: float | None,
-              intervals: Mapping[str, tuple[float, float]]) -> Speedups:
-    """Each baseline's time over the candidate's, by name; ``best`` against the fastest baseline,
-    whose interval is also the best's. Only a timed candidate has speedups or intervals."""
+              intervals: Mapping[str, tuple[float, float]],
+              side_by_side: Mapping[str, SideBySide] | None = None) -> Speedups:
+    """Each baseline's time over the candidate's, by name, except where candidate and baseline
+    were timed in the same rounds: there the side-by-side speedup and its interval; ``best``
+    against the fastest baseline, whose interval is also the best's. Only a timed candidate has
+    speedups or intervals."""
     if not cand_ms:
         return Speedups()
     ratios = {name: time / cand_ms for name, time in times.items() if time}
+    intervals = dict(intervals)
+    for name, paired in (side_by_side or {}).items():
+        if name in ratios:
+            ratios[name] = paired.speedup
+            intervals[name] = (paired.low, paired.high)
     fastest = min(ratios, key=lambda name: times[name] or 0.0, default=None)
     kept = {name: bounds for name, bounds in intervals.items() if name in ratios}
     if fastest in kept:

@@ -242,6 +242,16 @@ def _finite(value: float | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class SideBySide:
+    """A speedup measured with candidate and baseline in the same rounds (policy.paired_speedup)."""
+
+    speedup: float  # the median per-round ratio, held as the candidate's time is
+    low: float
+    high: float
+    rounds: int  # valid rounds
+
+
+@dataclass(frozen=True)
 class Verdict:
     status: Status
     correct: bool

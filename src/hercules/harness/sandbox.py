@@ -77,7 +77,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +91,9 @@ _WATCH_INTERVAL_S = 0.05
 # Smaps_rollup costs 4.6 ms per torch process here, so PSS is read at most twice a second.
 _PSS_INTERVAL_S = 0.5
 _KILL_DEADLINE_S = 10.0
+# A pause that cannot stop every process inside within this long is not trusted (a fork bomb
+# held at its cgroup's bound can outrun the scans).
+_PAUSE_DEADLINE_S = 5.0
 # RLIMIT_NPROC sits this far above the watchdog's bound: a bomb held by the kernel then stays
 # over the bound and is reported, instead of surfacing as a failed fork deep in a library.
 _NPROC_MARGIN = 16
@@ -388,7 +391,12 @@ def _pss_bytes(pids: Iterable[int]) -> int | None:
 
 
 def _kill_if(pid: int, still_ours: Callable[[int], bool]) -> None:
-    """SIGKILL pid if it is still one of ours, pinned by a pidfd so a reused pid is never hit."""
+    """SIGKILL pid if it is still one of ours."""
+    _signal_if(pid, signal.SIGKILL, still_ours)
+
+
+def _signal_if(pid: int, signum: int, still_ours: Callable[[int], bool]) -> None:
+    """Send ``signum`` to pid if it is still one of ours, pinned by a pidfd so a reused pid is never hit."""
     try:
         fd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -396,9 +404,9 @@ def _kill_if(pid: int, still_ours: Callable[[int], bool]) -> None:
     try:
         if still_ours(pid):
             if fd is not None:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
+                signal.pidfd_send_signal(fd, signum)
             else:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signum)
     except OSError:
         pass
     finally:
@@ -889,6 +897,36 @@ class Sandbox:
         with self._lock:
             launches = list(self._launches)
         return any(launch.popen.poll() is None for launch in launches) or bool(self._members())
+
+    # -- pausing -------------------------------------------------------------------------------
+    def pause(self) -> bool:
+        """Stop every process inside (SIGSTOP), until a scan finds none that is not stopped: one
+        forked between a scan and its signal is stopped by the next pass (a stopped process cannot
+        fork). While paused the candidate takes no host time, so a trusted measurement taken now
+        (a baseline's burst beside the candidate's) cannot be slowed by load it left running.
+        False when a pass limit or deadline ran out first (the caller must not trust the pause)."""
+        deadline = time.monotonic() + _PAUSE_DEADLINE_S
+        while time.monotonic() < deadline:
+            running = [pid for pid in self._members() if (st := _read_stat(pid)) and st.state not in ("T", "t", "Z")]
+            if not running:
+                return True
+            for pid in running:
+                _signal_if(pid, signal.SIGSTOP, self._still_ours)
+            time.sleep(0.001)
+        return False
+
+    def resume(self) -> None:
+        """Continue every process inside (SIGCONT); idempotent."""
+        for pid in self._members():
+            _signal_if(pid, signal.SIGCONT, self._still_ours)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[bool]:
+        """Paused while inside (``pause``'s answer yielded); always resumed on leaving."""
+        try:
+            yield self.pause()
+        finally:
+            self.resume()
 
     # -- ending --------------------------------------------------------------------------------
     def _still_ours(self, pid: int) -> bool:

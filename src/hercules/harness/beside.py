@@ -1,0 +1,115 @@
+"""A trusted baseline timed beside the candidate, in the same rounds (policy.PAIRED_ROUNDS).
+
+While the baseline's burst runs, every process of the candidate is stopped (``Sandbox.pause``): it
+takes no host time, so load it left running cannot slow the baseline, the guarantee that timing
+baselines only after the candidate has ended gave. On a GPU, work the candidate queued before it
+was stopped still runs; a fixed device workload (the idle probe) runs first, drains it and says
+whether the device is still busy, and a round whose probe reads busy is void."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from hercules.harness import collector, requests
+from hercules.harness.ipc import Worker
+from hercules.harness.measure import Transfers
+from hercules.harness.policy import burst_calls
+from hercules.harness.session import Abort, Session, Trials, close_fds
+
+# The idle probe reading this much above the best it read here means the device is busy.
+BUSY_PROBE_RATIO = 1.5
+PROBES_PER_ROUND = 3
+
+
+@dataclass
+class Beside:
+    """Eager, timed beside the candidate; ``walls`` the per-call figures of its bursts so far."""
+
+    session: Session
+    transfers: Transfers
+    trials: Trials
+    device: torch.device
+    timing_budget_s: float
+    warmup_s: float
+    name: str = "eager"
+    event_ms: float | None = None
+    walls: list[float] = field(default_factory=list)
+    void_rounds: int = 0
+    best_probe_ms: float | None = None  # the idle probe's best on this device (the cache's)
+    _calls: int = 1
+
+    def ready(self, sets: int) -> str | None:
+        """Prepare the baseline over the first ``sets`` trial sets (as many as the candidate's timing
+        buffers, as every baseline is) and take its in-process timing, the candidate stopped
+        meanwhile; None when ready, else why it cannot be timed beside the candidate."""
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return "the candidate runs without a sandbox that can be stopped"
+        seeds = list(self.trials.seeds[:max(1, min(len(self.trials.seeds), sets))])
+        with sandbox.paused() as stopped:
+            if not stopped:
+                return "the candidate's processes could not all be stopped"
+            self.session.call("reference", requests.BaselinePrepare(name=self.name, seeds=seeds), 900.0,
+                              f"baseline {self.name}")
+            raw = self.session.call("reference",
+                                    requests.BaselineTime(name=self.name, budget_s=self.timing_budget_s,
+                                                          warmup_s=self.warmup_s),
+                                    900.0, f"baseline {self.name}")
+        self.event_ms = float(raw["timing"]["median_ms"])
+        self._calls = burst_calls(max(self.event_ms, 1e-4), self.transfers.overhead_ms(), 1)
+        return None
+
+    def burst(self) -> float | None:
+        """One burst of the baseline with every process of the candidate stopped: its per-call ms,
+        None when the round is void (the candidate could not be stopped, or the device stayed busy)."""
+        sandbox = self._sandbox()
+        with sandbox.paused() as stopped:
+            if not stopped or not self._device_idle():
+                self.void_rounds += 1
+                return None
+            overhead_ms = self.transfers.overhead_ms()
+            with self.transfers.destination(1) as destination, collector.timed() as clock:
+                reply = self.session.call("reference",
+                                          requests.Burst(name=self.name, calls=self._calls, seed=self.trials.seeds[0],
+                                                         **destination.fields()),
+                                          900.0, f"baseline {self.name}", destination.fds())
+            close_fds(reply.get("_fds") or [])
+        per_call = max(0.0, clock.ms - overhead_ms) / self._calls
+        if per_call <= 0.0:
+            self.void_rounds += 1
+            return None
+        self.walls.append(per_call)
+        return per_call
+
+    def figure_ms(self) -> float | None:
+        """The baseline's time as every baseline's is taken: its in-process median bounded by the
+        fastest of its bursts on the parent's clock."""
+        if self.event_ms is None or not self.walls:
+            return None
+        return max(self.event_ms, min(self.walls))
+
+    def release(self) -> None:
+        if self.session.alive("reference"):
+            try:
+                self.session.call("reference", requests.Release(name=self.name), 120.0, "baseline release")
+            except Abort:
+                pass
+
+    def _sandbox(self):
+        worker: Worker | None = self.session.workers.get("candidate")
+        return getattr(worker, "sandbox", None)
+
+    def _device_idle(self) -> bool:
+        if self.device.type != "cuda":
+            return True  # nothing the candidate queued outlives its stopped processes on the CPU
+        for _ in range(PROBES_PER_ROUND):
+            probe = self.session.call("reference", requests.Probe(), 120.0, "idle probe").get("ms")
+            if probe is None:
+                return True
+            if self.best_probe_ms is None or probe < self.best_probe_ms:
+                self.best_probe_ms = probe
+            if probe <= BUSY_PROBE_RATIO * self.best_probe_ms:
+                return True
+        return False
