@@ -42,3 +42,20 @@ def test_a_quiet_measurement_that_is_clearly_faster_is_the_new_best():
     pool.add(variant(2, 1.10, 0.02))  # 10% faster with 4% of noise between them
     assert pool.best().name == "r2s0"
     assert pool.best(max_round=1).name == "r1s0"
+
+
+def _side_by_side(round_: int, eager: float, low: float, high: float) -> Variant:
+    v = variant(round_, eager, 0.0)
+    speedup = Speedups({"eager": eager}, best=eager, intervals={"eager": (low, high), "best": (low, high)})
+    return Variant(slot=v.slot, origin=v.origin, code=v.code, status=v.status,
+                   verdict=Verdict(**{**v.verdict.__dict__, "speedup": speedup}))
+
+
+def test_speedups_measured_side_by_side_beat_only_when_their_intervals_do_not_overlap():
+    # Quiet timings (no IQR) but rounds that disagree: the intervals, not the medians, decide.
+    pool = Pool(PROBLEM)
+    pool.add(_side_by_side(1, 1.10, 0.95, 1.30))
+    pool.add(_side_by_side(2, 1.40, 1.20, 1.60))  # overlaps the first: a tie
+    assert not beats(pool.variants[2], pool.variants[1]) and pool.best().name == "r1s0"
+    pool.add(_side_by_side(3, 1.60, 1.35, 1.80))  # clear of the first's 1.30
+    assert pool.best().name == "r3s0" and pool.best_speedup() == 1.60

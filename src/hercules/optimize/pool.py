@@ -86,11 +86,21 @@ def noise(variant: Variant) -> float:
 
 
 def beats(new: Variant, old: Variant, objective: Objective = "eager") -> bool:
-    """Whether ``new`` is faster than ``old`` beyond their measured noise: the ratio of their
-    speedups exceeds 1 by more than the two relative IQRs together (the errors of a ratio add)."""
+    """Whether ``new`` is faster than ``old`` beyond their measured noise. Where both speedups were
+    measured side by side with their baseline (each with a 95% interval), their intervals must not
+    overlap; otherwise the ratio of the speedups must exceed 1 by more than the two relative IQRs
+    of their times together (the errors of a ratio add)."""
     new_speedup, old_speedup = new.speedup(objective), old.speedup(objective)
     if new_speedup is None:
         return False
     if old_speedup is None:
         return True
+    new_interval, old_interval = interval(new, objective), interval(old, objective)
+    if new_interval is not None and old_interval is not None:
+        return new_interval[0] > old_interval[1]
     return new_speedup > old_speedup * (1.0 + noise(new) + noise(old))
+
+
+def interval(variant: Variant, objective: Objective) -> tuple[float, float] | None:
+    """The 95% interval of a variant's speedup against ``objective``, where one was measured."""
+    return variant.verdict.speedup.interval(objective) if variant.verdict is not None else None
