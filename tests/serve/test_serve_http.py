@@ -26,6 +26,9 @@ def test_identical_submissions_are_evaluated_once_then_cached(server, problem_co
     assert len({a["key"] for a in answers}) == 1 and len({a["reward"] for a in answers}) == 1
     assert answers[0]["reward"] == pytest.approx(math.log(answers[0]["speedup"]))
     assert answers[0]["verdict"]["speedup"]["eager"] == answers[0]["speedup"]
+    # eager was timed beside the candidate: the answer carries the speedup's interval
+    assert answers[0]["interval"] == answers[0]["verdict"]["speedup"]["intervals"]["eager"]
+    assert answers[0]["interval"][0] <= answers[0]["speedup"] <= answers[0]["interval"][1]
     again = client.evaluate({"code": problem_code, "name": "renamed"}, code)
     assert again["cached"] and again["attempts"] == 0 and again["reward"] == answers[0]["reward"]
     metrics = client.metrics()

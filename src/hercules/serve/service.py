@@ -116,6 +116,9 @@ class Answer:
     reward: float | None
     speedup: float | None
     cached: bool = False
+    # The speedup's 95% interval where it was measured side by side with its baseline: a trainer
+    # can tell a reward inside the noise from a real gain.
+    interval: tuple[float, float] | None = None
     deduplicated: bool = False
     attempts: int = 0
     latency_s: float = 0.0
@@ -127,7 +130,7 @@ class Answer:
     def to_json(self) -> dict[str, Any]:
         return {
             "key": self.key, "status": self.status, "reward": self.reward, "speedup": self.speedup,
-            "cached": self.cached, "deduplicated": self.deduplicated, "attempts": self.attempts,
+            "interval": list(self.interval) if self.interval else None, "cached": self.cached, "deduplicated": self.deduplicated, "attempts": self.attempts,
             "latency_ms": round(self.latency_s * 1e3, 2), "error": self.error, "note": self.note,
             "queue_position": self.queued.position if self.queued else None,
             "queue_wait_ms": round(self.queued.waited_s * 1e3, 2) if self.queued else None,
@@ -295,7 +298,8 @@ class RewardService:
                 queued: Queued | None = None) -> Answer:
         normalizer = self._normalizers.setdefault((sub.reward.transform, sub.reward.baseline), RunningNormalizer())
         reward: Reward = compute_reward(tracked.verdict, sub.reward, normalizer)
-        return Answer(sub.key, tracked.verdict.status.value, reward.value, reward.speedup, cached=cached,
+        return Answer(sub.key, tracked.verdict.status.value, reward.value, reward.speedup, interval=reward.interval,
+                      cached=cached,
                       deduplicated=deduplicated, attempts=tracked.attempts, verdict=tracked.verdict,
                       error=tracked.verdict.error, note=reward.note, queued=queued)
 
