@@ -437,3 +437,22 @@ def test_a_verdict_of_an_evaluation_the_stop_killed_is_not_stored(tmp_path):
         executor.close()
     assert [v.status for v in store.variants("p")] == ["reference"]
     store.close()
+
+
+def test_export_takes_only_failures_that_were_the_candidates(tmp_path):
+    """``optimize export-failures`` makes debugging instances from the candidate's own failures; one
+    whose cause was the harness or a kill from outside is not the candidate's code failing."""
+    from dataclasses import replace as replaced
+
+    from hercules.harness.records import Cause
+    from hercules.optimize.export import export_failures
+
+    store = RunStore(tmp_path / "run")
+    store.add_problem(Problem(name="mish_small", code=PROBLEM_CODE, source="test"))
+    for sample, cause in enumerate((Cause.CANDIDATE_ERROR, Cause.HARNESS, Cause.EXTERNAL_KILL)):
+        failed = _variant(1, sample, Status.RUNTIME_ERROR, None, error=f"failed: {cause.value}")
+        store.record_variant(replaced(failed, verdict=replaced(failed.verdict, cause=cause)))
+    store.close()
+    written = export_failures(tmp_path / "run", tmp_path / "corpus")
+    assert len(written) == 1  # the candidate's own error (sample 0) alone
+    assert "# 1/0" in (written[0] / "broken_start.py").read_text()

@@ -16,7 +16,8 @@ DEFAULT_STATUSES = ("build_error", "runtime_error", "crash", "timeout", "incorre
 
 
 def export_failures(run_dir: Path, corpus_dir: Path, statuses: Iterable[str] | None = None) -> list[Path]:
-    from hercules.debug.export import export_failing_candidate
+    from hercules.debug.export import export_failing_candidate, exportable
+    from hercules.harness.records import Cause
 
     wanted = set(statuses or DEFAULT_STATUSES)
     store = RunStore(run_dir)
@@ -26,11 +27,17 @@ def export_failures(run_dir: Path, corpus_dir: Path, statuses: Iterable[str] | N
         for v in store.variants():
             if v.status not in wanted or not v.code or v.slot.problem not in codes:
                 continue
+            # The verdict's cause decides what kind of instance it is; a failure that was not the
+            # candidate's (the harness, a kill from outside, the problem's own code) is none.
+            cause = v.verdict.cause if v.verdict is not None else Cause.NONE
+            if not exportable(v.status, cause):
+                continue
             call = store.call(v.slot)
             prompt = call[0].user if call else f"Seed candidate {v.name} of {v.slot.problem}."
             written.append(export_failing_candidate(
                 corpus_dir, problem_name=v.slot.problem, problem_code=codes[v.slot.problem], candidate_code=v.code,
-                status=v.status, error=v.reason or v.status, prompt=prompt, reference_code=codes[v.slot.problem]))
+                status=v.status, error=v.reason or v.status, prompt=prompt, reference_code=codes[v.slot.problem],
+                cause=cause))
         return sorted(set(written))
     finally:
         store.close()
