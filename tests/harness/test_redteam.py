@@ -185,11 +185,12 @@ def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_w
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["skip_with_protocol_knowledge.py", "skip_half_with_protocol_knowledge.py",
-                                  "skip_unless_every_call_judged.py"])
+                                  "skip_unless_every_call_judged.py", "skip_in_side_by_side_rounds.py"])
 def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(name, tmp_path, monkeypatch, device):
     """The dynamic defence alone (the static scan sees the worker module being reached): every
     call skipped but the judged one is flagged; half of them skipped (2x, short of a flag) is held
-    to the passes whose every call is judged."""
+    to the passes whose every call is judged; skipping only in the rounds timed beside eager is
+    held by the bursts whose calls are judged at random after them."""
     import hercules.harness.static_scan as scan
     from hercules.harness.evaluate import EvalOptions, evaluate
     from hercules.problems.loaders import load_source

@@ -40,10 +40,11 @@ class Beside:
     best_probe_ms: float | None = None  # the idle probe's best on this device (the cache's)
     _calls: int = 1
 
-    def ready(self, sets: int) -> str | None:
+    def ready(self, sets: int, every_call_cap: int) -> str | None:
         """Prepare the baseline over the first ``sets`` trial sets (as many as the candidate's timing
         buffers, as every baseline is) and take its in-process timing, the candidate stopped
-        meanwhile; None when ready, else why it cannot be timed beside the candidate."""
+        meanwhile; None when ready, else why it cannot be timed beside the candidate. Its bursts
+        hand every call's outputs back, as the candidate's do, at most ``every_call_cap`` calls."""
         sandbox = self._sandbox()
         if sandbox is None:
             return "the candidate runs without a sandbox that can be stopped"
@@ -58,7 +59,7 @@ class Beside:
                                                           warmup_s=self.warmup_s),
                                     900.0, f"baseline {self.name}")
         self.event_ms = float(raw["timing"]["median_ms"])
-        self._calls = burst_calls(max(self.event_ms, 1e-4), self.transfers.overhead_ms(), 1)
+        self._calls = max(1, min(every_call_cap, burst_calls(max(self.event_ms, 1e-4), self.transfers.overhead_ms(), 1)))
         return None
 
     def burst(self) -> float | None:
@@ -69,11 +70,11 @@ class Beside:
             if not stopped or not self._device_idle():
                 self.void_rounds += 1
                 return None
-            overhead_ms = self.transfers.overhead_ms()
-            with self.transfers.destination(1) as destination, collector.timed() as clock:
+            overhead_ms = self.transfers.overhead_ms(self._calls)
+            with self.transfers.destination(self._calls) as destination, collector.timed() as clock:
                 reply = self.session.call("reference",
-                                          requests.Burst(name=self.name, calls=self._calls, seed=self.trials.seeds[0],
-                                                         **destination.fields()),
+                                          requests.Burst(name=self.name, calls=self._calls, every_call=True,
+                                                         seed=self.trials.seeds[0], **destination.fields()),
                                           900.0, f"baseline {self.name}", destination.fds())
             close_fds(reply.get("_fds") or [])
         per_call = max(0.0, clock.ms - overhead_ms) / self._calls

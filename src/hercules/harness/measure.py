@@ -31,6 +31,8 @@ from hercules.harness.datapath import (
 from hercules.harness.decide import Finding, MeasureOutcome
 from hercules.harness.judge import Judge
 from hercules.harness.policy import (
+    BURST_MAX_CALLS,
+    DRAWN_OUTPUTS_WRONG,
     EVENTS_RETIMES,
     FRESH_OUTPUTS_WRONG,
     LONG_BURSTS,
@@ -41,7 +43,9 @@ from hercules.harness.policy import (
     JudgedPasses,
     bounded_by,
     checked_burst,
+    checked_calls,
     content_cache_findings,
+    drawn_calls,
     events_need_retime,
     events_settled,
     floored,
@@ -393,38 +397,33 @@ class Measurement:
                               timing_sets=sets, side_by_side=side_by_side)
 
     def _side_by_side(self, calls: int, event_ms: float, candidate_hold: float) -> tuple[SideBySide | None, str | None]:
-        """The candidate's long burst and the baseline's in the same rounds, in alternating order
+        """The candidate's burst and the baseline's in the same rounds, in alternating order
         (policy.PAIRED_ROUNDS): the speedup from the per-round ratios, or None with a note saying
-        why; or why the candidate's outputs were refused (its bursts' last calls are judged)."""
+        why; or why the candidate's outputs were refused.
+
+        Both sides' bursts hand every call's outputs back, and CHECKED_JUDGED of the candidate's,
+        drawn after each reply, are judged: a candidate that tells these rounds from the checks
+        before them (by the order of requests) cannot skip work in them (red team
+        skip_in_side_by_side_rounds), and the baseline pays the same hand-over."""
         beside = self.beside
-        why = beside.ready(self._sets)
+        out_bytes = output_bytes(self.trials.specs)
+        calls = checked_calls(calls, self._sets, out_bytes, self.device.type)
+        why = beside.ready(self._sets, every_call_cap=checked_calls(BURST_MAX_CALLS, 1, out_bytes, self.device.type))
         if why is None:
+            draw = secrets.SystemRandom()
             pairs = []
             for index in range(PAIRED_ROUNDS):
                 figures: dict[str, float | None] = {}
                 for side in (("candidate", "baseline") if paired_candidate_first(index) else ("baseline", "candidate")):
                     if side == "candidate":
-                        figures[side] = self.long_burst(calls, event_ms)
+                        judged = drawn_calls(calls, self._sets, self._buffer_seeds, draw)
+                        figures[side] = self.checked_burst(calls, judged, event_ms)
                         if figures[side] is None:
-                            return None, TIMED_OUTPUTS_WRONG
+                            return None, DRAWN_OUTPUTS_WRONG
                     else:
                         figures[side] = beside.burst()
                 if figures["baseline"] is not None:
                     pairs.append((figures["candidate"], figures["baseline"]))
-            # The rounds' bursts judge only their last call, as the long bursts did; a candidate that
-            # tells these rounds from the checks before them (by the order of requests) must not
-            # skip work in them: bursts whose calls are judged at random follow, each paired with a
-            # long burst when slow (policy.checked_burst), and hold it as they held its long bursts.
-            walls = sorted(cand for cand, _base in pairs)
-            if walls:
-                typical = walls[len(walls) // 2]
-                checked = checked_burst(self, calls, self._sets, event_ms, typical, output_bytes(self.trials.specs),
-                                        self.device.type)
-                if checked.wrong:
-                    return None, checked.wrong
-                if checked.ms is not None:
-                    self._say(checked.note)
-                    candidate_hold = max(candidate_hold, hold(checked.ms, typical))
             found = paired_speedup(pairs, candidate_hold)
             if found is not None:
                 self.notes.append(f"speedup against {beside.name} from {found.rounds} rounds timed side by side "
@@ -434,7 +433,6 @@ class Measurement:
             why = f"{beside.void_rounds} of {PAIRED_ROUNDS} rounds void (the candidate not stopped, or the device busy)"
         self.notes.append(f"speedup against {beside.name} not timed side by side: {why}")
         return None, None
-
 
     def _failed(self, findings: list[Finding], message: str, sets: int) -> MeasureOutcome:
         return replace(revalidation_failed(findings, message), timing_sets=sets)

@@ -338,6 +338,19 @@ TIMED_OUTPUTS_WRONG = "outputs of the timed calls are wrong (judged against the 
 DRAWN_OUTPUTS_WRONG = "outputs of calls of a timed burst, drawn after it ended, are wrong (calls skipped or results reused?)"
 
 
+def checked_calls(calls: int, sets: int, out_bytes: int, device_type: str) -> int:
+    """Calls of a burst whose every call's outputs come back: at most ``calls``, no more outputs than
+    CHECKED_OUTPUT_BYTES (by device), the last landing on set 0."""
+    return landing_on_set0(min(calls, CHECKED_OUTPUT_BYTES.get(device_type, 64 << 20) // max(1, out_bytes)), sets)
+
+
+def drawn_calls(calls: int, sets: int, set_seeds: Sequence[int], draw: secrets.SystemRandom) -> list[int | None]:
+    """For a burst of ``calls`` over ``sets`` timing buffers: the seed to judge each call against, for
+    CHECKED_JUDGED calls drawn at random and the last; None for the others."""
+    chosen = set(draw.sample(range(calls - 1), min(CHECKED_JUDGED, calls - 1))) | {calls - 1}
+    return [set_seeds[i % sets] if i in chosen else None for i in range(calls)]
+
+
 def checked_burst(probe: Probe, calls: int, sets: int, event_ms: float, wall_ms: float, out_bytes: int,
                   device_type: str) -> Held:
     """The long burst again with every call's outputs returned, CHECKED_JUDGED of them drawn at
@@ -356,7 +369,7 @@ def checked_burst(probe: Probe, calls: int, sets: int, event_ms: float, wall_ms:
     0.236 ms per call where the checked one read 0.183), so a candidate that runs every call
     only in the long bursts that follow checked ones gains nothing. With no such pair, the
     fastest checked burst holds the time."""
-    calls = landing_on_set0(min(calls, CHECKED_OUTPUT_BYTES.get(device_type, 64 << 20) // max(1, out_bytes)), sets)
+    calls = checked_calls(calls, sets, out_bytes, device_type)
     if calls < 2:  # one call: the long burst's last, judged already
         return Held()
     set_seeds = list(probe.buffer_seeds())
@@ -368,8 +381,7 @@ def checked_burst(probe: Probe, calls: int, sets: int, event_ms: float, wall_ms:
 
     figures: list[float] = []
     while len(figures) < CHECKED_BURSTS or (not within(min(figures), wall_ms) and len(figures) < CHECKED_BURSTS_MAX):
-        chosen = set(draw.sample(range(calls - 1), min(CHECKED_JUDGED, calls - 1))) | {calls - 1}
-        judged = [set_seeds[i % sets] if i in chosen else None for i in range(calls)]
+        judged = drawn_calls(calls, sets, set_seeds, draw)
         checked = probe.checked_burst(calls, judged, event_ms)
         if checked is None:
             return Held(wrong=DRAWN_OUTPUTS_WRONG)
