@@ -55,16 +55,17 @@ def test_anchors_are_distinct_even_for_names_an_id_cannot_spell():
 
 
 def test_every_report_shows_the_interval_where_measured():
-    assert fmt.speedup_interval(1.0199, (0.981, 1.049)) == "1.02x [0.98-1.05]"
+    assert fmt.speedup_interval(1.0199, (0.981, 1.049)) == "1.02x [0.98-1.05] tie"  # inside the noise
+    assert fmt.speedup_interval(1.32, (1.2, 1.45)) == "1.32x [1.20-1.45]"
     assert fmt.speedup_interval(1.02, None) == "1.02x" and fmt.speedup_interval(None, (1.0, 2.0)) == "n/a"
     md = render_markdown(summarize(ROWS), ROWS, "t")
-    assert "| level1_19_ReLU | vectorised | ok |  | 0.0500 | 1.02x [0.98-1.05] | 0.80x [0.77-0.83] | n/a |" in md
+    assert "| level1_19_ReLU | vectorised | ok |  | 0.0500 | 1.02x [0.98-1.05] tie | 0.80x [0.77-0.83] | n/a |" in md
     html = render_html(summarize(ROWS), ROWS, "t")
-    assert '<td data-sort="1.0199999999999998">1.02x [0.98-1.05]</td>' in html  # sorted by the ratio alone
+    assert '<td data-sort="1.0199999999999998">1.02x [0.98-1.05] tie</td>' in html  # sorted by the ratio alone
     out = io.StringIO()
     print_verdict(Console(file=out, width=200), RELU)
     shown = out.getvalue()
-    assert "0.0510 ms, speedup 1.02x [0.98-1.05]" in shown and "speedup 0.80x [0.77-0.83]" in shown
+    assert "0.0510 ms, speedup 1.02x [0.98-1.05] tie" in shown and "speedup 0.80x [0.77-0.83]" in shown
 
 
 def test_a_baseline_added_by_its_name_alone_reaches_every_report(monkeypatch):

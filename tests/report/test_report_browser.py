@@ -68,7 +68,7 @@ FOLLOW_AND_READ = """
 })()
 """
 
-SPEEDUP_TEXT = re.compile(r"^(\d+\.\d+)x(?: \[(\d+\.\d+)-(\d+\.\d+)\])?$")
+SPEEDUP_TEXT = re.compile(r"^(\d+\.\d+)x(?: \[(\d+\.\d+)-(\d+\.\d+)\]( tie)?)?$")
 
 
 def shown_number(text: str) -> float | None:
@@ -76,12 +76,15 @@ def shown_number(text: str) -> float | None:
 
 
 def shown_speedup(text: str) -> tuple[float | None, tuple[float, float] | None]:
-    """'1.02x [0.98-1.05]' -> (1.02, (0.98, 1.05)); '0.80x' -> (0.8, None); 'n/a' -> (None, None)."""
+    """'1.02x [0.98-1.05] tie' -> (1.02, (0.98, 1.05)); '0.80x' -> (0.8, None); 'n/a' -> (None, None).
+    An interval is marked a tie exactly when it holds 1.0."""
     if text == "n/a":
         return None, None
     match = SPEEDUP_TEXT.match(text)
     assert match, text
     low, high = match.group(2), match.group(3)
+    if low:
+        assert bool(match.group(4)) == (float(low) <= 1.0 <= float(high)), text
     return float(match.group(1)), (float(low), float(high)) if low else None
 
 
@@ -182,7 +185,7 @@ def test_each_problems_comparison_is_reached_from_the_report_and_shows_its_verdi
             assert same(interval, speedup["intervals"].get("best"), tol=0.005), (problem, candidate)
     # The interval as a reader sees it, where the verdict has one, and none where it has not.
     relu = {row["name"]: row["speedup"] for row in by_title["level1_19_ReLU"]["candidates"][0]["rows"]}
-    assert relu["eager"] == "1.02x [0.98-1.05]" and relu["best"] == "0.80x [0.77-0.83]"
+    assert relu["eager"] == "1.02x [0.98-1.05] tie" and relu["best"] == "0.80x [0.77-0.83]"
     assert relu["compile_reduce_overhead"] == "n/a"
     split_k = {row["name"]: row["speedup"] for row in by_title["level3_1_MLP"]["candidates"][1]["rows"]}
     assert split_k["eager"] == "0.83x"

@@ -32,12 +32,16 @@ def speedup(value: float | None) -> str:
     return f"{value:.2f}x" if _usable(value) else MISSING
 
 
+TIE = "tie"
+
+
 def speedup_interval(value: float | None, interval: Sequence[float] | None) -> str:
-    """A speedup with its 95% interval where measured: '1.02x [0.98-1.05]'; else as ``speedup``."""
+    """A speedup with its 95% interval where measured: '1.32x [1.20-1.45]'; an interval that holds
+    1.0 is a difference inside the noise, marked a tie: '1.02x [0.98-1.05] tie'. Else as ``speedup``."""
     if not _usable(value) or not interval or not all(_usable(x) for x in interval):
         return speedup(value)
     low, high = interval
-    return f"{value:.2f}x [{low:.2f}-{high:.2f}]"
+    return f"{value:.2f}x [{low:.2f}-{high:.2f}]" + (f" {TIE}" if low <= 1.0 <= high else "")
 
 
 def against(speedups: Speedups, name: str) -> str:
