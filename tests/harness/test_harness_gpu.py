@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hercules.harness.evaluate import EvalOptions, evaluate
+from hercules.harness.policy import PAIRED_ROUNDS
 from hercules.harness.records import Status
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
@@ -102,6 +103,21 @@ def test_honest_cuda_candidate_is_ok_against_every_baseline(problem, options):
         assert verdict.baselines_ms[name] is not None, name
         assert getattr(verdict.speedup, name) > 0
     assert 0 < verdict.sol_fraction <= 1.2
+    # eager timed beside the candidate: its speedup from the rounds, with its interval, and the
+    # device drained and checked before each of eager's bursts
+    low, high = verdict.speedup.interval("eager")
+    assert low <= verdict.speedup.eager <= high
+    assert verdict.requests["reference.probe"]["count"] >= PAIRED_ROUNDS
+
+
+def test_the_reference_as_its_own_candidate_reads_one_within_its_interval(problem, options):
+    """The same code on both sides of the side-by-side rounds: its speedup against eager is 1 up to
+    the device's noise, and the interval says how much that is."""
+    reference = Candidate("itself", ELEMENTWISE.replace("class Model(", "class ModelNew("), "test")
+    verdict = evaluate(problem, reference, options)
+    assert verdict.status is Status.OK and not verdict.flags, verdict.error
+    low, high = verdict.speedup.interval("eager")
+    assert low <= 1.0 <= high and 0.9 <= verdict.speedup.eager <= 1.1, (verdict.speedup, verdict.notes)
 
 
 def test_side_stream_candidate_is_caught(problem, options):
