@@ -173,3 +173,16 @@ def test_a_candidate_held_above_its_bursts_keeps_the_hold_in_its_side_by_side_sp
     assert found.speedup == pytest.approx(1.0) and found.high == pytest.approx(1.0)
     assert paired_speedup(pairs[:4], candidate_hold=1.0) is None  # fewer valid rounds than the least
     assert paired_speedup([(0.5, 1.0)] * 4 + [(0.5, 0.0)] * 3, candidate_hold=1.0) is None  # void rounds
+
+
+def test_baselines_are_cached_only_from_an_idle_device_and_eager_only_once():
+    from hercules.harness.policy import baselines_to_cache
+
+    cached = {"eager": 1.0, "compile": 0.8}
+    assert baselines_to_cache(cached, {"eager": 1.2, "cudagraph": 0.5}, set(), idle=True) == \
+        {"eager": 1.0, "compile": 0.8, "cudagraph": 0.5}  # eager kept as first cached
+    assert baselines_to_cache({}, {"eager": 1.2}, set(), idle=True) == {"eager": 1.2}
+    assert baselines_to_cache(cached, {"compile": 0.7}, set(), idle=False) is None  # a busy device
+    # a baseline that ran out of memory beside others may fit another time: not cached as missing
+    assert baselines_to_cache({}, {"compile": None, "eager": 1.0}, {"compile"}, idle=True) == {"eager": 1.0}
+    assert baselines_to_cache(cached, {}, set(), idle=True) is None

@@ -67,6 +67,7 @@ from hercules.harness.policy import (
     BASELINE_ROUNDS,
     LONG_BURSTS,
     baseline_confirmed,
+    baselines_to_cache,
     burst_calls,
     output_bytes,
 )
@@ -824,9 +825,8 @@ class _Evaluation:
                 if self.session.alive("reference"):
                     with contextlib.suppress(Abort):
                         self.session.call("reference", requests.Release(name=name), 120.0, "baseline release")
-        if measured and idle:
-            write = {**cached, **{n: t for n, t in measured.items()
-                                  if (n != "eager" or "eager" not in cached) and n not in uncached}}
+        write = baselines_to_cache(cached, measured, uncached, idle)
+        if write is not None:
             if "expert" in measured:
                 write["expert_report"] = expert_report
             self.cache.put("baselines", key, write)

@@ -226,6 +226,18 @@ def baseline_confirmed(device_type: str, name: str, event_ms: float, wall_ms: fl
     return device_type == "cuda" and name != "eager" and agree
 
 
+def baselines_to_cache(cached: dict[str, Any], measured: dict[str, float | None], uncached: set[str],
+                       idle: bool) -> dict[str, Any] | None:
+    """The baseline cache entry to write after this evaluation's baselines, or None: only figures
+    taken with the device idle (a busy device would inflate every later speedup for this problem),
+    never one whose failure may not recur (``uncached``: out of memory, a fault that was not the
+    problem's), and eager only where none is cached (it is timed afresh beside every candidate)."""
+    if not measured or not idle:
+        return None
+    return {**cached, **{name: ms for name, ms in measured.items()
+                         if (name != "eager" or "eager" not in cached) and name not in uncached}}
+
+
 def timing_set_seeds(trial_seeds: Sequence[int], sets: int, revalidation_seeds: Sequence[int]) -> list[int]:
     """The seed whose values each of the candidate's timing buffers holds: the first ones were
     refreshed for revalidation, the others are the trials' sets (the candidate keeps them in
