@@ -72,8 +72,22 @@ class Result:
     seconds: float  # the command's own wall time (its process's start-up excluded)
 
 
+@dataclass(frozen=True)
+class Batch:
+    results: dict[str, Result]
+    # What the driver process itself wrote outside every run (its imports of torch and Hercules):
+    # a warning printed there would have been on each command's own stderr in a process of its own.
+    stdout: str
+    stderr: str
+
+
 def run_all(runs: dict[str, Run], folder: Path, timeout: float) -> dict[str, Result]:
     """Every run, in order, in one ``python`` process (PYTHONPATH=src, as the subprocesses had)."""
+    return run_batch(runs, folder, timeout).results
+
+
+def run_batch(runs: dict[str, Run], folder: Path, timeout: float) -> Batch:
+    """``run_all``'s results, with what the driver wrote outside the runs."""
     folder.mkdir(parents=True, exist_ok=True)
     specs = []
     for i, (key, run) in enumerate(runs.items()):
@@ -99,4 +113,4 @@ def run_all(runs: dict[str, Run], folder: Path, timeout: float) -> dict[str, Res
         if code is None:
             stderr += f"\n--- the driver ended first (exit {proc.returncode}) ---\n{proc.stderr[-3000:]}"
         results[spec["key"]] = Result(None if code is None else int(code), read(spec["stdout"]), stderr, float(seconds))
-    return results
+    return Batch(results, proc.stdout, proc.stderr)

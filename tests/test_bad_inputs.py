@@ -1,7 +1,11 @@
 """Every unusable input to every command ends as one line on stderr and exit status 2, nothing on
-stdout: a table walked through real ``hercules`` subprocesses. (The HTTP routes of ``serve`` have
-their own table in tests/serve/test_serve_interrupt.py.) And every command's --help examples
-name files that exist and parse as written, from the project's root."""
+stdout: a table of real ``hercules`` command lines, run one after another in one driver process
+(tests/cli_batch.py: each through ``hercules.cli.main`` with file descriptors 1 and 2 of its own,
+its exit status from ``sys.exit``), so that the ~2 s of a process start and torch import is paid
+once instead of ~40 times (~80 s of the 2-core CI machine); what the driver's own imports print
+would be on every command's stderr, and must be nothing. (The HTTP routes of ``serve`` have their
+own table in tests/serve/test_serve_interrupt.py.) And every command's --help examples name files
+that exist and parse as written, from the project's root."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cli_batch
 import click
 import pytest
 import torch
@@ -91,10 +96,22 @@ if NO_GPU:  # a GPU asked for on a machine without one: the one line names it, n
                               "serve", "debug run", "compile --preset tiny-llama")]
 
 
+@pytest.fixture(scope="module")
+def unusable_runs(request, binary, huge, tmp_path_factory) -> cli_batch.Batch:
+    """The selected cases' command lines, in one driver process (project root as working folder)."""
+    selected = [i.callspec.params["command"] for i in request.session.items
+                if i.module.__name__ == __name__ and i.originalname == "test_an_unusable_input_is_one_line_and_exit_2"]
+    runs = {command: cli_batch.Run(tuple(shlex.split(command.format(P=PROBLEM, C=CANDIDATE, binary=binary, huge=huge))),
+                                   ROOT, {}) for command in selected}
+    return cli_batch.run_batch(runs, tmp_path_factory.mktemp("unusable"), timeout=120 * max(1, len(runs)))
+
+
 @pytest.mark.parametrize("command, message", CASES, ids=[c for c, _ in CASES])
-def test_an_unusable_input_is_one_line_and_exit_2(command, message, binary, huge):
-    args = shlex.split(command.format(P=PROBLEM, C=CANDIDATE, binary=binary, huge=huge))
-    result = hercules(*args)
+def test_an_unusable_input_is_one_line_and_exit_2(command, message, unusable_runs):
+    assert unusable_runs.stdout == "" and unusable_runs.stderr == "", (
+        "the driver's start-up printed (it would be on every command's own output)",
+        unusable_runs.stdout[-1000:], unusable_runs.stderr[-2000:])
+    result = unusable_runs.results[command]
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
