@@ -12,7 +12,7 @@ from hercules.harness import oracle
 from hercules.harness.checks import DEFAULT_TOLERANCES, relative_error
 from hercules.harness.dependence import find_dependence, same_outputs
 from hercules.harness.oracle import FAILED, PARAMETERS, PASSED, SKIPPED, ReferenceOnTransform, TransformResult
-from hercules.harness.perturb import perturb_model, perturbed
+from hercules.harness.perturb import perturbed, perturbed_construction
 from hercules.harness.records import Degeneracy, Flag, Status, Verdict, Speedups, verdict_from_json
 from hercules.harness.transforms import EDGE_STRIDE, TRANSFORMS, transform_inputs
 
@@ -165,8 +165,9 @@ def test_transforms_keep_shapes_and_dtypes_and_leave_integer_inputs_alone():
 
 
 def test_layernorm_weight_and_bias_leave_one_and_zero_and_vary_along_the_row():
-    norm = nn.LayerNorm(256)
-    assert perturb_model(norm, seed=1234) == 2
+    with perturbed_construction(1234) as moves:
+        norm = nn.LayerNorm(256)
+    assert moves.moved >= 2
     w, b = norm.weight.detach(), norm.bias.detach()
     assert (w != 1).all() and (b != 0).all()
     assert 0.5 <= float(w.min()) and float(w.max()) <= 1.5 and float(b.abs().max()) <= 0.5
@@ -179,14 +180,17 @@ def test_layernorm_weight_and_bias_leave_one_and_zero_and_vary_along_the_row():
 
 def test_the_same_seed_moves_the_same_values_the_same_way_wherever_they_are_kept():
     torch.manual_seed(7)
-    reference = nn.Sequential(nn.Linear(32, 16), nn.BatchNorm1d(16))
+    with perturbed_construction(99):
+        reference = nn.Sequential(nn.Linear(32, 16), nn.BatchNorm1d(16))
     torch.manual_seed(7)
-    candidate = nn.Sequential(nn.Linear(32, 16), nn.BatchNorm1d(16))
-    # A candidate that also keeps a transposed copy of the weight, and a view of the bias.
-    candidate.register_buffer("weight_t", candidate[0].weight.detach().t().contiguous())
-    candidate.register_buffer("bias_view", candidate[0].bias.detach().view(4, 4))
-    perturb_model(reference, seed=99)
-    perturb_model(candidate, seed=99)
+    with perturbed_construction(99):
+        candidate = nn.Sequential(nn.Linear(32, 16), nn.BatchNorm1d(16))
+        # A candidate that also keeps a transposed copy of the weight, and a view of the bias, made
+        # in its constructor: copies of the moved values, not moved again.
+        candidate.register_buffer("weight_t", candidate[0].weight.detach().t().contiguous())
+        candidate.register_buffer("bias_view", candidate[0].bias.detach().view(4, 4))
+        scratch = torch.empty(64).zero_()  # neither a parameter nor a buffer: left as made
+    assert (scratch == 0).all()
     theirs = candidate.state_dict()
     for name, value in reference.state_dict().items():
         assert torch.equal(value, theirs[name]), name

@@ -92,6 +92,57 @@ class ModelNew(nn.Module):
 '''
 
 
+CONV_BN = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c_in, c_out, k):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, k)
+        self.bn = nn.BatchNorm2d(c_out)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 16, 16)]
+
+
+def get_init_inputs():
+    return [8, 16, 3]
+'''
+
+# Honest: the inference batch norm folded into the convolution's weights in the constructor.
+CONV_BN_FOLDED = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, c_in, c_out, k):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, k)
+        self.bn = nn.BatchNorm2d(c_out)
+        with torch.no_grad():
+            scale = self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)
+            self.register_buffer("w", self.conv.weight * scale[:, None, None, None])
+            self.register_buffer("b", (self.conv.bias - self.bn.running_mean) * scale + self.bn.bias)
+
+    def forward(self, x):
+        return F.conv2d(x, self.w, self.b)
+'''
+
+# Not honest: folds in the batch norm's default statistics, ignoring the module's own.
+CONV_BN_DEFAULTS = CONV_BN_FOLDED.replace(
+    "scale = self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)",
+    "scale = torch.ones(c_out) / torch.sqrt(torch.ones(c_out) + self.bn.eps)").replace(
+    "(self.conv.bias - self.bn.running_mean) * scale + self.bn.bias", "self.conv.bias * scale")
+
+
 def _problem(name: str, code: str) -> Problem:
     return Problem(name=name, code=code, source="test")
 
@@ -180,3 +231,15 @@ def test_an_argmax_that_breaks_ties_its_own_way_is_not_judged_on_transforms_that
     assert verdict.check.transforms == ("scale_x100: passed", "scale_x0.01: passed", "shift: skipped",
                                         "zeros: skipped", "extremes: skipped")
     assert any("integer outputs" in n for n in verdict.notes)
+
+
+def test_weights_derived_in_the_constructor_come_from_the_moved_parameters(options):
+    """Parameters move where they are made, so a batch norm folded into the convolution in the
+    constructor is folded from the same values the reference's forward uses (moved after
+    construction, this honest candidate was incorrect); folding in the defaults instead is wrong."""
+    problem = _problem("conv_bn", CONV_BN)
+    folded = evaluate(problem, Candidate("folded", CONV_BN_FOLDED, "test"), replace(options, time_candidate=False))
+    assert folded.status is Status.OK and folded.flags == (), folded.error
+    assert folded.check.transforms[0] == "parameters: passed"
+    defaults = evaluate(problem, Candidate("defaults", CONV_BN_DEFAULTS, "test"), replace(options, time_candidate=False))
+    assert defaults.status is Status.INCORRECT and defaults.check.transforms == ("parameters: failed",)

@@ -2,15 +2,25 @@
 
 LayerNorm's weight starts at 1 and its bias at 0, so a kernel that ignores them is right on a
 freshly built model (one published "11-15x" LayerNorm was such a copy kernel). Both workers build
-their model with the same seed, then call ``perturb_model`` with the same perturbation seed: the
-reference's and the candidate's parameters move the same way wherever they held the same values.
+their model with the same seed inside ``perturbed_construction`` with the same perturbation seed:
+the reference's and the candidate's parameters move the same way wherever they held the same
+values.
 
-The perturbation of a value depends on that value and the seed, not on the tensor's name, shape
-or place among the module's parameters: a candidate that renames a parameter, keeps a transposed
-or reshaped copy of it made at construction, or declares its parameters in another order still
-holds exactly the reference's values. A tensor with one value throughout (LayerNorm's ones and
-zeros) would move to another constant that way, which a kernel could still ignore per channel, so
-such tensors move by position instead (their flat index, unchanged by a reshape).
+They move where they are made, while the model is built, not afterwards: each initialisation of a
+parameter or buffer (``uniform_``, ``normal_``, ``fill_``, ``zero_``: what ``torch.nn.init`` and
+the layers' ``reset_parameters`` use) is followed by its move, and a parameter or buffer registered
+with one value throughout (``torch.ones``, ``torch.zeros``) moves when it is registered. So a
+candidate that derives weights from them in its constructor (a batch norm folded into the
+convolution before it, a weight kept transposed or packed) derives them from the moved values, as
+the reference's forward uses them; moved after construction, such honest code was judged wrong
+against its own reference.
+
+The move of a value depends on that value and the seed, not on the tensor's name, shape or place
+among the module's parameters: a candidate that renames a parameter or declares its parameters in
+another order still holds exactly the reference's values. A tensor with one value throughout
+(LayerNorm's ones and zeros) would move to another constant that way, which a kernel could still
+ignore per channel, so such tensors move by position instead (their flat index, unchanged by a
+reshape).
 
 Every value is multiplied by a factor in [1 - SPREAD, 1 + SPREAD] (signs kept: a running
 variance stays positive); a tensor of zeros gets values in [-SPREAD, SPREAD] instead.
@@ -18,7 +28,11 @@ variance stays positive); a tensor of zeros gets values in [-SPREAD, SPREAD] ins
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 SPREAD = 0.5
 _MASK32 = 0xFFFFFFFF
@@ -68,20 +82,69 @@ def perturbed(t: torch.Tensor, seed: int) -> torch.Tensor:
     return moved.to(t.dtype).reshape(t.shape)
 
 
-def perturb_model(model: torch.nn.Module, seed: int) -> int:
-    """Every floating-point parameter and buffer of ``model`` moved in place (``perturbed``); the
-    number of tensors moved. Integer buffers (BatchNorm's batch count) are left alone, and so is a
-    tensor whose memory an earlier one already moved (a buffer kept as a view of a parameter would
-    otherwise move twice where the reference's parameter moved once)."""
-    moved, storages = 0, set()
-    with torch.no_grad():
-        for tensor in [*model.parameters(), *model.buffers()]:
-            if not tensor.is_floating_point() or not tensor.numel():
-                continue
-            storage = (tensor.device, tensor.untyped_storage().data_ptr())
-            if storage in storages:
-                continue
-            storages.add(storage)
-            tensor.copy_(perturbed(tensor, seed))
-            moved += 1
-    return moved
+# The in-place initialisations ``torch.nn.init`` and the layers' ``reset_parameters`` are made of.
+_INITIALISATIONS = frozenset({torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.fill_, torch.Tensor.zero_})
+
+
+class _Moves(TorchFunctionMode):
+    """While active: every initialisation of a parameter or a registered buffer is followed by its
+    move. Tensors that are neither (a candidate's scratch space zeroed in its constructor) are left
+    as made."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        self.seed = seed
+        self.buffers: set[int] = set()  # ids of tensors registered as buffers while building
+        self.moved = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _INITIALISATIONS and args and isinstance(args[0], torch.Tensor):
+            target = args[0]
+            if isinstance(target, torch.nn.Parameter) or id(target) in self.buffers:
+                self.move(target)
+        return out
+
+    def move(self, tensor: torch.Tensor) -> None:
+        if not tensor.is_floating_point() or not tensor.numel() or tensor.is_meta:
+            return
+        with torch.no_grad():
+            tensor.copy_(perturbed(tensor, self.seed))
+        self.moved += 1
+
+    def registered(self, tensor: torch.Tensor | None, buffer: bool) -> None:
+        """A parameter or buffer registered: moved if it holds one value throughout (made by
+        ``torch.ones``/``torch.zeros``, never initialised in place); a buffer is remembered, so
+        that its later initialisations move it too."""
+        if tensor is None:
+            return
+        if buffer:
+            self.buffers.add(id(tensor))
+        if tensor.is_floating_point() and tensor.numel() and not tensor.is_meta:
+            flat = tensor.detach().reshape(-1)
+            if bool((flat == flat[0]).all()):
+                self.move(tensor)
+
+
+@contextlib.contextmanager
+def perturbed_construction(seed: int | None) -> Iterator[_Moves | None]:
+    """Inside: parameters and buffers move where they are made (see the module's description);
+    ``seed`` None: nothing moves. Yields the record of moves (``moved``: how many)."""
+    if seed is None:
+        yield None
+        return
+    from torch.nn.modules import module as module_hooks
+
+    moves = _Moves(seed)
+    handles = [
+        module_hooks.register_module_parameter_registration_hook(
+            lambda _module, _name, param: moves.registered(param, buffer=False)),
+        module_hooks.register_module_buffer_registration_hook(
+            lambda _module, _name, buffer: moves.registered(buffer, buffer=True)),
+    ]
+    try:
+        with moves:
+            yield moves
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -33,7 +33,7 @@ from hercules.harness.datapath import (PackError, PackLayout, PackWriter, fill_p
                                       send_fds, write_pack)
 from hercules.harness.integrity import Snapshot, track_thread_origins
 from hercules.harness.codec import decode, encode
-from hercules.harness.perturb import perturb_model
+from hercules.harness.perturb import perturbed_construction
 from hercules.harness.records import Tolerance
 from hercules.harness.transforms import TRANSFORMS, transform_inputs
 
@@ -147,14 +147,13 @@ def build_model(module, class_name: str, init_inputs: list, init_seed: int, devi
     if cls is None:
         raise LookupError(f"source defines no {class_name}")
     torch.manual_seed(init_seed)
-    model = cls(*init_inputs)
+    with perturbed_construction(perturb_seed):  # values move where they are made (perturb.py)
+        model = cls(*init_inputs)
     if isinstance(model, torch.nn.Module):
         model = model.to(device)
         if dtype != torch.float32:
             model = model.to(dtype)
         model.eval()
-        if perturb_seed is not None:
-            perturb_model(model, perturb_seed)
     return model
 
 
