@@ -392,7 +392,11 @@ class Measurement:
             if paired is not None:
                 side_by_side[self.beside.name] = paired
         findings.extend(self.findings)
-        findings.extend(self._inputs_changed("after the passes with every call judged"))
+        if self.session.alive("reference"):
+            findings.extend(self._inputs_changed("after the passes with every call judged"))
+        else:  # it ended timing the baseline beside the candidate (the problem's size), not by the candidate
+            self.notes.append("inputs after the side-by-side rounds not checked: the reference worker ended "
+                              "while the baseline was timed")
         return MeasureOutcome(timing=timing, findings=tuple(unique(findings)), executed_lines=frozenset(executed),
                               timing_sets=sets, side_by_side=side_by_side)
 
@@ -408,7 +412,10 @@ class Measurement:
         beside = self.beside
         out_bytes = output_bytes(self.trials.specs)
         calls = checked_calls(calls, self._sets, out_bytes, self.device.type)
-        why = beside.ready(self._sets, every_call_cap=checked_calls(BURST_MAX_CALLS, 1, out_bytes, self.device.type))
+        try:
+            why = beside.ready(self._sets, every_call_cap=checked_calls(BURST_MAX_CALLS, 1, out_bytes, self.device.type))
+        except Abort as abort:  # the baseline's own failure (out of memory, ...): a note, never the candidate's
+            why = f"{beside.name} failed ({abort.failure.cause.value}): {abort.failure.error[:200]}"
         if why is None:
             draw = secrets.SystemRandom()
             pairs = []
@@ -421,7 +428,13 @@ class Measurement:
                         if figures[side] is None:
                             return None, DRAWN_OUTPUTS_WRONG
                     else:
-                        figures[side] = beside.burst()
+                        try:
+                            figures[side] = beside.burst()
+                        except Abort as abort:
+                            self.notes.append(f"speedup against {beside.name} not timed side by side: "
+                                              f"{beside.name} failed ({abort.failure.cause.value}): "
+                                              f"{abort.failure.error[:200]}")
+                            return None, None
                 if figures["baseline"] is not None:
                     pairs.append((figures["candidate"], figures["baseline"]))
             found = paired_speedup(pairs, candidate_hold)
