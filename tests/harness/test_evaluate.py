@@ -32,22 +32,37 @@ def problem():
     return load_source(FIXTURES / "scale_relu.py").problems[0]
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    """One cache root for the module's evaluations: a problem's FLOP counts and footprint are
+    facts of the problem (~1-1.7 s of requests per evaluation with a cache of its own on the
+    loaded 2-core CI machine), eager is timed afresh beside every candidate anyway. A test that
+    asserts what an evaluation does with an empty cache gives itself one."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def options(tmp_path):
+def options(shared_cache):
     return EvalOptions(device="cpu", baselines=("eager",), timing_budget_s=0.05, warmup_s=0.01,
-                       run_timeout_s=60, cache_dir=tmp_path / "cache")
+                       run_timeout_s=60, cache_dir=shared_cache)
 
 
 def candidate(body: str, name: str = "c") -> Candidate:
     return Candidate(name=name, code=HEADER + INIT + textwrap.indent(textwrap.dedent(body), "    "), source="test")
 
 
-def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
-    verdict = evaluate(problem, candidate("""
+def test_honest_candidate_is_ok_with_timing_and_sol_and_flop_counts_are_kept_per_problem(problem, options, tmp_path):
+    """An honest candidate, on an empty cache: ok, timed, its speed-of-light fraction. Evaluated
+    again, the problem's FLOP and byte counts are read from the cache instead of running the
+    reference under the FLOP counter again, with the same floor; the candidate worker prepared
+    (device, imports) as a request of its own. (One test: the same candidate and problem.)"""
+    options = replace(options, cache_dir=tmp_path / "cache")
+    honest = candidate("""
         def forward(self, x):
             print("candidates may print; the verdict is not on their stdout")
             return torch.relu(self.lin(x)).mul(2.0)
-    """), replace(options, artifacts_dir=tmp_path / "artifacts"))
+    """)
+    verdict = evaluate(problem, honest, replace(options, artifacts_dir=tmp_path / "artifacts"))
     assert verdict.status is Status.OK, verdict.error
     assert verdict.flags == ()
     assert verdict.correct and verdict.rel_err < 1e-5
@@ -77,18 +92,8 @@ def test_honest_candidate_is_ok_with_timing_and_sol(problem, options, tmp_path):
     # On the CPU a host memory file is the device's own memory: no device-pack probe is made.
     assert verdict.datapath == "memfd" and "reference.datapath_offer" not in verdict.requests
 
-
-def test_flop_counts_are_kept_per_problem_and_shapes(problem, options):
-    """The second evaluation of a problem reads its FLOP and byte counts from the cache instead of
-    running the reference under the FLOP counter again, and gets the same speed-of-light floor; the
-    candidate worker prepared (device, imports) as a request of its own."""
-    honest = candidate("""
-        def forward(self, x):
-            return torch.relu(self.lin(x)).mul(2.0)
-    """)
-    first = evaluate(problem, honest, options)
-    second = evaluate(problem, honest, options)
-    assert first.status is Status.OK and second.status is Status.OK, (first.error, second.error)
+    first, second = verdict, evaluate(problem, honest, options)
+    assert second.status is Status.OK, second.error
     assert first.requests["reference.roofline"]["count"] == 1
     assert "reference.roofline" not in second.requests
     assert second.sol["flops"] == first.sol["flops"] > 0
@@ -410,11 +415,12 @@ def test_thread_left_running_is_flagged_even_without_static_evidence(problem, op
     assert "threads left running" in verdict.error
 
 
-def test_a_problem_filling_the_device_is_evaluated_with_no_other_in_flight(problem, options, monkeypatch):
+def test_a_problem_filling_the_device_is_evaluated_with_no_other_in_flight(problem, options, monkeypatch, tmp_path):
     import hercules.harness.evaluate as evaluate_mod
 
     monkeypatch.setattr(evaluate_mod, "ALONE_SHARE", 1e-12)  # every problem fills the "device"
     # A lock given by the caller, as a bench's: other evaluations could be in flight beside it.
+    options = replace(options, cache_dir=tmp_path / "cache")  # the footprint is measured, then cached
     verdict = evaluate(problem, candidate("""
         def forward(self, x):
             return torch.relu(self.lin(x)).mul(2.0)
