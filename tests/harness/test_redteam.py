@@ -87,7 +87,14 @@ _BATCHED: dict[str, tuple[str | None, dict[str, str]]] = {
 
 
 @pytest.fixture(scope="module")
-def batched(request, tmp_path_factory, device) -> dict[str, tuple[cli_batch.Result, float]]:
+def shared_cache(tmp_path_factory, device) -> Path:
+    """The cache folder of the batched evaluations and of those run in this test process (the
+    problem's FLOP counts and footprint, the machine's ceilings: measured once)."""
+    return tmp_path_factory.mktemp(f"redteam-cache-{device}")
+
+
+@pytest.fixture(scope="module")
+def batched(request, tmp_path_factory, device, shared_cache) -> dict[str, tuple[cli_batch.Result, float]]:
     """The selected batched evaluations on this device, the honest control first."""
     wanted: dict[str, dict[str, str]] = {}
     for item in request.session.items:
@@ -97,7 +104,7 @@ def batched(request, tmp_path_factory, device) -> dict[str, tuple[cli_batch.Resu
         wanted[spec[0] or item.callspec.params["name"]] = spec[1]
     wanted = dict(sorted(wanted.items(), key=lambda kv: kv[0] != "honest.py"))
     folder = tmp_path_factory.mktemp(f"redteam-{device}")
-    runs = {name: cli_batch.Run(_args(name, device), folder, {"HERCULES_CACHE_DIR": str(folder / "cache"), **env})
+    runs = {name: cli_batch.Run(_args(name, device), folder, {"HERCULES_CACHE_DIR": str(shared_cache), **env})
             for name, env in wanted.items()}
     return cli_batch.run_all(runs, folder / "runs", timeout=(LIMIT_S + 60) * max(1, len(runs)))
 
@@ -186,7 +193,7 @@ def test_detached_process_cannot_forge_the_verdict_or_kill_the_parent_and_dies_w
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["skip_with_protocol_knowledge.py", "skip_half_with_protocol_knowledge.py",
                                   "skip_unless_every_call_judged.py", "skip_in_side_by_side_rounds.py"])
-def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(name, tmp_path, monkeypatch, device):
+def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_scan(name, shared_cache, monkeypatch, device):
     """The dynamic defence alone (the static scan sees the worker module being reached): every
     call skipped but the judged one is flagged; half of them skipped (2x, short of a flag) is held
     to the passes whose every call is judged; skipping only in the rounds timed beside eager is
@@ -198,7 +205,7 @@ def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_sca
 
     monkeypatch.setattr(scan, "scan_candidate", lambda code, dtype="float32": [])
     verdict = evaluate(load_source(PROBLEM).problems[0], Candidate(name, (CORPUS / name).read_text(), "test"),
-                       EvalOptions(device=device, trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache",
+                       EvalOptions(device=device, trials=3, timing_budget_s=0.1, cache_dir=shared_cache,
                                    baselines=("eager",)))
     assert verdict.status.value != "build_error", verdict.error
     _summary(f"{name} (static scan off)", device, verdict.to_json())
@@ -260,7 +267,7 @@ def test_hung_forward_is_a_timeout_within_the_derived_bound(tmp_path, device):
     assert verdict["limits"]["first_call_s"] < 120 and seconds < 150
 
 
-def test_hung_forward_is_a_timeout_at_its_first_calls_allowance_scaled_down(tmp_path, monkeypatch, device):
+def test_hung_forward_is_a_timeout_at_its_first_calls_allowance_scaled_down(shared_cache, monkeypatch, device):
     """The same hang, ended by the same deadline derived the same way (base + 100x the reference's
     call, plus the first call's extra), with the base and the extra scaled from 20 + 30 s to 2 + 3 s
     so that CI does not wait 50 s for it; the full-length run above is on demand."""
@@ -273,7 +280,7 @@ def test_hung_forward_is_a_timeout_at_its_first_calls_allowance_scaled_down(tmp_
     monkeypatch.setattr(ev, "FIRST_CALL_EXTRA_S", 3.0)
     started = time.monotonic()
     verdict = evaluate(load_source(PROBLEM).problems[0], Candidate("hang.py", (CORPUS / "hang.py").read_text(), "test"),
-                       EvalOptions(device=device, trials=3, timing_budget_s=0.1, cache_dir=tmp_path / "cache",
+                       EvalOptions(device=device, trials=3, timing_budget_s=0.1, cache_dir=shared_cache,
                                    baselines=("eager",)))
     seconds = time.monotonic() - started
     _summary("hang.py (allowance scaled down)", device, verdict.to_json(), seconds)
