@@ -11,6 +11,14 @@ process start each. They evaluate at 3 trials, a 0.1 s timing budget and the eag
 red team's settings): at the defaults (5 trials, 0.3 s, eager and torch.compile) an entry took
 ~6.5 s on the 2-core CI machine and the corpus 230 s; no entry is caught by its timing, and each
 catch is a flag or a status the manifest names, which these settings leave as they were.
+
+An exploit whose catch is exactly a flag the static scan reports from its source alone (its
+``flags_any`` all in its ``static_flags``, which tests/harness/test_static_scan.py asserts, and no
+failing status standing in) is evaluated with ``--no-timing``: the verdict carries the static flag
+whatever the timing stage measures, and that stage, which such a candidate (``suspicious``, not
+``incorrect``) runs in full, was 10-39 s of each of those evaluations on the loaded 2-core machine
+(2-5 s without it). Every honest entry, and every exploit caught by a dynamic check or a failing
+status, goes through the whole pipeline with its timing.
 """
 
 from __future__ import annotations
@@ -32,6 +40,12 @@ EVAL_TIMEOUT_S = 600
 EVAL_ARGS = ("--device", "cpu", "--json", "--trials", "3", "--budget", "0.1", "--baselines", "eager")
 
 
+def _caught_statically(entry: dict) -> bool:
+    """The manifest's reason for the catch is the static scan's evidence alone."""
+    return entry["expect"] != "ok" and bool(entry["flags_any"]) and not entry["or_status"] \
+        and set(entry["flags_any"]) <= set(entry["static_flags"])
+
+
 def _selected(session: pytest.Session) -> list[str]:
     return [i.callspec.params["name"] for i in session.items
             if i.module.__name__ == __name__ and i.originalname == "test_corpus_entry"]
@@ -45,7 +59,8 @@ def corpus_runs(request, tmp_path_factory) -> dict[str, cli_batch.Result]:
     folder = tmp_path_factory.mktemp("corpus")
     env = {"HERCULES_CACHE_DIR": str(folder / "cache"), "CUDA_VISIBLE_DEVICES": None}
     runs = {name: cli_batch.Run(("eval", "--problem", str(CORPUS / "problems" / f"{MANIFEST[name]['problem']}.py"),
-                                 "--candidate", str(CORPUS / name), *EVAL_ARGS), ROOT, env)
+                                 "--candidate", str(CORPUS / name), *EVAL_ARGS,
+                                 *(("--no-timing",) if _caught_statically(MANIFEST[name]) else ())), ROOT, env)
             for name in _selected(request.session)}
     return cli_batch.run_all(runs, folder / "runs", timeout=EVAL_TIMEOUT_S * max(1, len(runs)))
 
