@@ -186,3 +186,10 @@ def test_baselines_are_cached_only_from_an_idle_device_and_eager_only_once():
     # a baseline that ran out of memory beside others may fit another time: not cached as missing
     assert baselines_to_cache({}, {"compile": None, "eager": 1.0}, {"compile"}, idle=True) == {"eager": 1.0}
     assert baselines_to_cache(cached, {}, set(), idle=True) is None
+
+
+def test_the_idle_probe_reads_busy_only_well_above_its_best():
+    from hercules.harness.policy import IDLE_PROBE_RATIO, device_busy
+
+    assert not device_busy(1.0, None)  # no best yet: this one is it
+    assert not device_busy(1.4, 1.0) and device_busy(IDLE_PROBE_RATIO + 0.01, 1.0)

@@ -15,12 +15,10 @@ import torch
 from hercules.harness import collector, requests
 from hercules.harness.ipc import Worker
 from hercules.harness.measure import Transfers
-from hercules.harness.policy import burst_calls
+from hercules.harness.policy import burst_calls, device_busy
 from hercules.harness.session import Abort, Session, Trials, close_fds
 
-# The idle probe reading this much above the best it read here means the device is busy.
-BUSY_PROBE_RATIO = 1.5
-PROBES_PER_ROUND = 3
+PROBES_PER_ROUND = 3  # idle probes before a round is void (each also drains the device)
 
 
 @dataclass
@@ -109,8 +107,9 @@ class Beside:
             probe = self.session.call("reference", requests.Probe(), 120.0, "idle probe").get("ms")
             if probe is None:
                 return True
+            busy = device_busy(probe, self.best_probe_ms)
             if self.best_probe_ms is None or probe < self.best_probe_ms:
                 self.best_probe_ms = probe
-            if probe <= BUSY_PROBE_RATIO * self.best_probe_ms:
+            if not busy:
                 return True
         return False

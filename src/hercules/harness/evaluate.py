@@ -69,6 +69,7 @@ from hercules.harness.policy import (
     baseline_confirmed,
     baselines_to_cache,
     burst_calls,
+    device_busy,
     output_bytes,
 )
 from hercules.harness.protocol import BuildReply, IntegrityReply, PackReply, RunReply
@@ -102,8 +103,6 @@ CALL_FACTOR = 100.0
 FIRST_CALL_EXTRA_S = 30.0
 # An import that runs no compiler for this long is hung, whatever the build cap.
 BUILD_IDLE_S = 60.0
-# A device probe this much slower than the best seen means something else was running on it.
-IDLE_PROBE_RATIO = 1.5
 # An evaluation whose one input set, one call's outputs and weights take more than this share of
 # the device's memory runs with no other evaluation in flight: its reference alone holds the inputs,
 # their float64 copies, the outputs and their float64 truth (~6x inputs + outputs at its peak), and
@@ -872,7 +871,7 @@ class _Evaluation:
         best = (self.cache.get("devices", key) or {}).get("ms")
         if best is None or probe < best:
             self.cache.put("devices", key, {"ms": probe})
-        if best is not None and probe > IDLE_PROBE_RATIO * best:
+        if device_busy(probe, best):
             notes.append(f"idle probe {probe:.3f} ms against a best of {best:.3f} ms")
             return False
         return True

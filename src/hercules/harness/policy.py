@@ -238,6 +238,16 @@ def baselines_to_cache(cached: dict[str, Any], measured: dict[str, float | None]
                          if (name != "eager" or "eager" not in cached) and name not in uncached}}
 
 
+# A fixed device workload this much slower than the best it read on this device means something
+# else was running there.
+IDLE_PROBE_RATIO = 1.5
+
+
+def device_busy(probe_ms: float, best_ms: float | None) -> bool:
+    """Whether the idle probe's figure says the device is busy, against its best here (none yet: idle)."""
+    return best_ms is not None and probe_ms > IDLE_PROBE_RATIO * best_ms
+
+
 def timing_set_seeds(trial_seeds: Sequence[int], sets: int, revalidation_seeds: Sequence[int]) -> list[int]:
     """The seed whose values each of the candidate's timing buffers holds: the first ones were
     refreshed for revalidation, the others are the trials' sets (the candidate keeps them in
