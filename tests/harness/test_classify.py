@@ -48,7 +48,12 @@ def test_each_ending_has_one_status_and_cause(event, status, cause):
 
 
 def test_a_harness_fault_is_never_the_candidates_status_whatever_its_text_says():
-    """The worker's own word (``harness``) wins over any text in the error, an OOM message included."""
+    """The worker's own word (``harness``) wins over any text in the error for the status; an
+    allocation that failed in Hercules' own code keeps cause ``out_of_memory``, so that a batch
+    judges the problem again alone instead of reporting a fault of its own."""
     for role in ("candidate", "reference"):
-        event = WorkerEvent(role, "run", Ending.REFUSED, "harness", "CUDA out of memory (in the harness's own copy)")
+        event = WorkerEvent(role, "run", Ending.REFUSED, "harness", "KeyError: 'specs'")
         assert classify(event) == (Status.HARNESS_ERROR, Cause.HARNESS)
+        event = WorkerEvent(role, "run", Ending.REFUSED, "harness",
+                            "transform scale_x100: OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB")
+        assert classify(event) == (Status.HARNESS_ERROR, Cause.OUT_OF_MEMORY)

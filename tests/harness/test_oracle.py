@@ -203,6 +203,39 @@ def test_the_same_seed_moves_the_same_values_the_same_way_wherever_they_are_kept
     assert not torch.equal(other, perturbed(torch.ones(8), seed=99))
 
 
+def _moved_whole(t: torch.Tensor, seed: int) -> torch.Tensor:
+    """The move written out for a whole tensor at once (no chunks), as the module describes it."""
+    from hercules.harness.perturb import SPREAD, _MASK32, _bits, _hash32, _uniform
+
+    flat = t.reshape(-1)
+    constant = bool((flat == flat[0]).all())
+    if constant:
+        index = torch.arange(flat.numel(), dtype=torch.int64)
+        keys = _hash32((index & _MASK32) ^ _bits(flat[:1]))
+    else:
+        keys = _bits(flat)
+    u = _uniform(keys, seed)
+    moved = SPREAD * u if constant and float(flat[0]) == 0.0 else flat.double() * (1.0 + SPREAD * u)
+    return moved.to(t.dtype).reshape(t.shape)
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(7, 13), lambda: torch.ones(91), lambda: torch.zeros(5, 19),
+                                  lambda: torch.randn(40, dtype=torch.float64), lambda: torch.randn(33).half()])
+def test_a_move_computed_in_chunks_or_elsewhere_is_the_same_move(monkeypatch, make):
+    """Large tensors are moved a chunk at a time, on the worker's GPU (level 3 #1's three 16384 x
+    16384 layers took 113 s on two CPU threads): the values must be those of one whole move, or
+    the reference's and the candidate's parameters would part where a chunk ends."""
+    from hercules.harness import perturb
+
+    t = make()
+    whole = _moved_whole(t, 4321)
+    monkeypatch.setattr(perturb, "CHUNK", 8)  # many chunks, boundaries inside rows
+    assert torch.equal(perturb.perturbed(t, 4321), whole)
+    assert torch.equal(perturb.perturbed(t, 4321, torch.device("cpu")), whole)
+    if torch.cuda.is_available():
+        assert torch.equal(perturb.perturbed(t, 4321, torch.device("cuda")), whole)
+
+
 # ---- degenerate problems ------------------------------------------------------------------------
 
 

@@ -4,6 +4,8 @@ what counts as reuse, which figure the time is. The load cases are figures once 
 CI host; the probe-driven rules (checked bursts, judged passes, the floor) are in
 test_drift_pairing.py."""
 
+import secrets
+
 import pytest
 
 from hercules.harness.policy import (
@@ -193,3 +195,21 @@ def test_the_idle_probe_reads_busy_only_well_above_its_best():
 
     assert not device_busy(1.0, None)  # no best yet: this one is it
     assert not device_busy(1.4, 1.0) and device_busy(IDLE_PROBE_RATIO + 0.01, 1.0)
+
+
+def test_a_burst_whose_every_call_comes_back_is_not_cut_to_land_on_a_set():
+    """Outputs bound the calls of an every-call burst, nothing else: each call is judged against its
+    own buffer's seed, so a count between two landings on set 0 stays (KernelBench's
+    8_ResNetBasicBlock: 128 MB of output a call, 8 fit in the H200's limit, 16 buffers; cut to the
+    one call landing on set 0, its bursts beside eager's eight read its own code at 0.59x)."""
+    from hercules.harness.policy import CHECKED_OUTPUT_BYTES, checked_calls, drawn_calls
+
+    out_bytes = 128 << 20
+    fit = CHECKED_OUTPUT_BYTES["cuda"] // out_bytes
+    assert checked_calls(35, out_bytes, "cuda") == fit == 8
+    assert checked_calls(5, out_bytes, "cuda") == 5  # fewer asked than fit
+    assert checked_calls(35, CHECKED_OUTPUT_BYTES["cuda"] * 2, "cuda") == 1  # not one fits: still one call
+    seeds = list(range(100, 116))
+    judged = drawn_calls(fit, len(seeds), seeds, secrets.SystemRandom())
+    assert judged[-1] == seeds[fit - 1]  # the last call, judged against the buffer it landed on
+    assert all(seed in (None, seeds[i % len(seeds)]) for i, seed in enumerate(judged))

@@ -9,9 +9,9 @@ raised by torch.
 
 Rules, in order:
 - a reply refused for want of the device -> ``skipped`` / ``device_missing``;
-- Hercules' own code raised (``harness``) -> ``harness_error`` / ``harness``: never the candidate's;
 - out of device memory -> ``crash`` for the candidate, ``runtime_error`` for the reference,
-  cause ``out_of_memory``;
+  ``harness_error`` where Hercules' own code asked for the memory; cause ``out_of_memory``;
+- Hercules' own code raised (``harness``) -> ``harness_error`` / ``harness``: never the candidate's;
 - the reference refused a pack the candidate wrote -> ``runtime_error`` / ``protocol`` (forged);
 - the reference's own code raised -> ``runtime_error`` / ``reference``;
 - the candidate raised: ``build_error`` while building or importing, else ``runtime_error``, cause
@@ -76,10 +76,16 @@ def classify(event: WorkerEvent) -> tuple[Status, Cause]:
         return (Status.CRASH, Cause.CANDIDATE_CRASH) if candidate else (Status.RUNTIME_ERROR, Cause.REFERENCE)
     if event.kind == "device_missing":
         return Status.SKIPPED, Cause.DEVICE_MISSING
+    if is_oom(event.error):
+        # Before the harness rule: torch raises it wherever the allocation failed, often in
+        # Hercules' own code (a transform's inputs, a trial's truth) while neighbours fill a shared
+        # device; the cause lets ``bench`` judge the problem again alone. On the H200, 9 of 49
+        # KernelBench references came out harness_error this way with six evaluations in flight.
+        if event.kind == "harness":
+            return Status.HARNESS_ERROR, Cause.OUT_OF_MEMORY
+        return (Status.CRASH if candidate else Status.RUNTIME_ERROR), Cause.OUT_OF_MEMORY
     if event.kind == "harness":
         return Status.HARNESS_ERROR, Cause.HARNESS
-    if is_oom(event.error):
-        return (Status.CRASH if candidate else Status.RUNTIME_ERROR), Cause.OUT_OF_MEMORY
     if not candidate:
         # The reference reads no packs but the candidate's: one it refuses is a forged reply.
         return Status.RUNTIME_ERROR, Cause.PROTOCOL if event.kind == "pack" else Cause.REFERENCE

@@ -31,7 +31,6 @@ from hercules.harness.datapath import (
 from hercules.harness.decide import Finding, MeasureOutcome
 from hercules.harness.judge import Judge
 from hercules.harness.policy import (
-    BURST_MAX_CALLS,
     DRAWN_OUTPUTS_WRONG,
     EVENTS_RETIMES,
     FRESH_OUTPUTS_WRONG,
@@ -411,9 +410,9 @@ class Measurement:
         skip_in_side_by_side_rounds), and the baseline pays the same hand-over."""
         beside = self.beside
         out_bytes = output_bytes(self.trials.specs)
-        calls = checked_calls(calls, self._sets, out_bytes, self.device.type)
+        calls = checked_calls(calls, out_bytes, self.device.type)
         try:
-            why = beside.ready(self._sets, every_call_cap=checked_calls(BURST_MAX_CALLS, 1, out_bytes, self.device.type))
+            why = beside.ready(self._sets, calls)
         except Abort as abort:  # the baseline's own failure (out of memory, ...): a note, never the candidate's
             why = f"{beside.name} failed ({abort.failure.cause.value}): {abort.failure.error[:200]}"
         if why is None:
@@ -424,6 +423,7 @@ class Measurement:
                 for side in (("candidate", "baseline") if paired_candidate_first(index) else ("baseline", "candidate")):
                     if side == "candidate":
                         judged = drawn_calls(calls, self._sets, self._buffer_seeds, draw)
+                        self._warm()
                         figures[side] = self.checked_burst(calls, judged, event_ms)
                         if figures[side] is None:
                             return None, DRAWN_OUTPUTS_WRONG
@@ -437,15 +437,26 @@ class Measurement:
                             return None, None
                 if figures["baseline"] is not None:
                     pairs.append((figures["candidate"], figures["baseline"]))
-            found = paired_speedup(pairs, candidate_hold)
+            found = paired_speedup(pairs, candidate_hold, calls)
             if found is not None:
+                rounds = ", ".join(f"{cand:.4g}/{base:.4g}" for cand, base in found.pairs)
                 self.notes.append(f"speedup against {beside.name} from {found.rounds} rounds timed side by side "
                                   f"(the candidate stopped while {beside.name} ran): {found.speedup:.3f}x, 95% "
-                                  f"interval [{found.low:.3f}, {found.high:.3f}]")
+                                  f"interval [{found.low:.3f}, {found.high:.3f}]; ms per call, candidate/"
+                                  f"{beside.name}, {calls} calls a burst: {rounds}")
                 return found, None
             why = f"{beside.void_rounds} of {PAIRED_ROUNDS} rounds void (the candidate not stopped, or the device busy)"
         self.notes.append(f"speedup against {beside.name} not timed side by side: {why}")
         return None, None
+
+    def _warm(self) -> None:
+        """One untimed call of the candidate right before its burst in a side-by-side round, on a
+        GPU, as the baseline gets one before its own (``Beside.warm``)."""
+        if self.device.type != "cuda":
+            return
+        _, fds = self.session.candidate(SingleReply, requests.Single(index=0, specs=self.trials.specs),
+                                        self.deadlines.call_s(), "side-by-side round")
+        close_fds(fds)
 
     def _failed(self, findings: list[Finding], message: str, sets: int) -> MeasureOutcome:
         return replace(revalidation_failed(findings, message), timing_sets=sets)

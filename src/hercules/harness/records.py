@@ -249,6 +249,8 @@ class SideBySide:
     low: float
     high: float
     rounds: int  # valid rounds
+    calls: int = 0  # calls of each side's burst in a round (the same on both sides)
+    pairs: tuple[tuple[float, float], ...] = ()  # per round: (candidate, baseline) ms per call
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,8 @@ def build_model(module, class_name: str, init_inputs: list, init_seed: int, devi
     if cls is None:
         raise LookupError(f"source defines no {class_name}")
     torch.manual_seed(init_seed)
-    with perturbed_construction(perturb_seed):  # values move where they are made (perturb.py)
+    work = torch.device(device) if torch.device(device).type == "cuda" else None
+    with perturbed_construction(perturb_seed, work):  # values move where they are made (perturb.py)
         model = cls(*init_inputs)
     if isinstance(model, torch.nn.Module):
         model = model.to(device)
