@@ -137,3 +137,22 @@ def test_a_baseline_timed_beside_the_candidate_gives_its_side_by_side_speedup_an
     assert v.speedup.ratio("compile") == pytest.approx(2.0) and v.speedup.interval("compile") is None
     assert v.speedup.best == 1.01 and v.speedup.interval("best") == (0.98, 1.04)  # eager is the fastest
     assert verdict_from_json(json.loads(json.dumps(v.to_json()))).speedup.interval("eager") == (0.98, 1.04)
+
+
+def test_a_baseline_timed_against_eager_reaches_the_candidate_through_eager():
+    """compile timed after the candidate ended, in the same rounds as eager (its time 0.5 of
+    eager's, [0.45, 0.55]); the candidate 2.0x eager side by side, [1.8, 2.2]: 1.0x compile, the
+    interval the product of the ends. Without eager's side-by-side figure, time over time."""
+    from hercules.harness.records import SideBySide
+
+    paired = SideBySide(speedup=2.0, low=1.8, high=2.2, rounds=7)
+    bridge = SideBySide(speedup=0.5, low=0.45, high=0.55, rounds=7)
+    measure = MeasureOutcome(timing(0.5), side_by_side={"eager": paired})
+    v = decide(CTX, ScanOutcome(), check=GOOD, measure=measure,
+               baselines=BaselineOutcome({"eager": 1.0, "compile": 0.6}, bridges={"compile": bridge}))
+    assert v.speedup.ratio("compile") == pytest.approx(1.0)
+    assert v.speedup.interval("compile") == pytest.approx((0.81, 1.21))
+    assert v.speedup.best == pytest.approx(1.0) and v.speedup.interval("best") == pytest.approx((0.81, 1.21))
+    alone = decide(CTX, ScanOutcome(), check=GOOD, measure=MeasureOutcome(timing(0.5)),
+                   baselines=BaselineOutcome({"eager": 1.0, "compile": 0.6}, bridges={"compile": bridge}))
+    assert alone.speedup.ratio("compile") == pytest.approx(1.2) and alone.speedup.interval("compile") is None

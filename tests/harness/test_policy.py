@@ -213,3 +213,18 @@ def test_a_burst_whose_every_call_comes_back_is_not_cut_to_land_on_a_set():
     judged = drawn_calls(fit, len(seeds), seeds, secrets.SystemRandom())
     assert judged[-1] == seeds[fit - 1]  # the last call, judged against the buffer it landed on
     assert all(seed in (None, seeds[i % len(seeds)]) for i, seed in enumerate(judged))
+
+
+def test_a_bridge_to_eager_is_cached_with_its_baselines_time_and_dropped_with_it():
+    from hercules.harness.policy import baselines_to_cache
+    from hercules.harness.records import SideBySide
+
+    bridge = SideBySide(speedup=0.5, low=0.45, high=0.55, rounds=7)
+    entry = baselines_to_cache({}, {"eager": 1.0, "compile": 0.5}, set(), True, {"compile": bridge})
+    assert entry["bridges"] == {"compile": [0.5, 0.45, 0.55, 7]} and entry["compile"] == 0.5
+    # Out of memory this time (may not recur): neither its time nor its bridge is kept.
+    assert "bridges" not in baselines_to_cache({}, {"compile": 0.5}, {"compile"}, True, {"compile": bridge})
+    assert baselines_to_cache({}, {"compile": 0.5}, set(), False, {"compile": bridge}) is None  # device busy
+    # A later entry keeps the bridges of baselines it did not time again.
+    later = baselines_to_cache(entry, {"eager": 1.1, "cudagraph": 0.4}, set(), True, {})
+    assert later["bridges"] == {"compile": [0.5, 0.45, 0.55, 7]} and later["eager"] == 1.0

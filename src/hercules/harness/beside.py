@@ -15,7 +15,8 @@ import torch
 from hercules.harness import collector, requests
 from hercules.harness.ipc import Worker
 from hercules.harness.measure import Transfers
-from hercules.harness.policy import device_busy
+from hercules.harness.policy import PAIRED_ROUNDS, device_busy, paired_candidate_first, paired_speedup
+from hercules.harness.records import SideBySide
 from hercules.harness.session import Abort, Session, Trials, close_fds
 
 PROBES_PER_ROUND = 3  # idle probes before a round is void (each also drains the device)
@@ -108,6 +109,22 @@ class Beside:
             return None
         return max(self.event_ms, min(self.walls))
 
+    def bridge(self, name: str, calls: int) -> SideBySide | None:
+        """A baseline timed after the candidate ended (cached, compiled: too costly to time beside
+        every candidate) against this one in the same rounds, alternating order, ``calls`` calls
+        each: the median of ``name``'s time over this baseline's, with its interval. The
+        candidate's speedup against ``name`` is this ratio times its side-by-side speedup against
+        this baseline, and its interval the product of the two intervals (each covers 98.4% with
+        seven rounds; together at least 96.8%). Both sides are the reference worker's own code:
+        nothing to stop, nothing to judge. None when fewer rounds than the least were valid."""
+        pairs = []
+        for index in range(PAIRED_ROUNDS):
+            figures = {}
+            for side in ((name, self.name) if paired_candidate_first(index) else (self.name, name)):
+                figures[side] = trusted_burst_ms(self.session, self.transfers, side, calls, self.trials.seeds[0])
+            pairs.append((figures[self.name], figures[name]))
+        return paired_speedup(pairs, 1.0, calls)
+
     def release(self) -> None:
         if self.session.alive("reference"):
             try:
@@ -132,3 +149,14 @@ class Beside:
             if not busy:
                 return True
         return False
+
+
+def trusted_burst_ms(session: Session, transfers: Transfers, name: str, calls: int, seed: int) -> float:
+    """One burst of the reference worker's baseline ``name`` on the parent's clock, its last outputs
+    in the reply: the per-call time, the calibrated round trip taken off."""
+    overhead_ms = transfers.overhead_ms()
+    with transfers.destination(1) as destination, collector.timed() as clock:
+        reply = session.call("reference", requests.Burst(name=name, calls=calls, seed=seed, **destination.fields()),
+                             900.0, f"baseline {name}", destination.fds())
+    close_fds(reply.get("_fds") or [])
+    return max(0.0, clock.ms - overhead_ms) / calls

@@ -89,6 +89,9 @@ class BaselineOutcome:
     intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     expert: Mapping[str, Any] | None = None  # the expert baseline's choice report
+    # A baseline timed after the candidate ended, against eager in the same rounds: its time over
+    # eager's, with the interval (``Beside.bridge``); the candidate reaches it through eager.
+    bridges: Mapping[str, SideBySide] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
     times = dict(baselines.times_ms) if baselines else {}
     cand_ms = timing.median_ms if timing and scored else None
     speedup = _speedups(times, cand_ms, baselines.intervals if baselines else {},
-                        measure.side_by_side if measure else {})
+                        measure.side_by_side if measure else {}, baselines.bridges if baselines else {})
     return Verdict(
         status=status, correct=bool(check_result and check_result.correct) and scored, flags=flags, error=error,
         max_abs_err=check_result.max_abs_err if check_result else None,
@@ -186,19 +189,28 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
 
 def _speedups(times: Mapping[str, float | None], cand_ms: float | None,
               intervals: Mapping[str, tuple[float, float]],
-              side_by_side: Mapping[str, SideBySide] | None = None) -> Speedups:
+              side_by_side: Mapping[str, SideBySide] | None = None,
+              bridges: Mapping[str, SideBySide] | None = None) -> Speedups:
     """Each baseline's time over the candidate's, by name, except where candidate and baseline
-    were timed in the same rounds: there the side-by-side speedup and its interval; ``best``
+    were timed in the same rounds: there the side-by-side speedup and its interval; a baseline
+    timed against eager in the same rounds (``bridges``) reaches the candidate through eager's
+    side-by-side speedup: the product of the two ratios, and of their intervals' ends. ``best``
     against the fastest baseline, whose interval is also the best's. Only a timed candidate has
     speedups or intervals."""
     if not cand_ms:
         return Speedups()
     ratios = {name: time / cand_ms for name, time in times.items() if time}
     intervals = dict(intervals)
-    for name, paired in (side_by_side or {}).items():
+    side_by_side = side_by_side or {}
+    for name, paired in side_by_side.items():
         if name in ratios:
             ratios[name] = paired.speedup
             intervals[name] = (paired.low, paired.high)
+    for name, bridge in (bridges or {}).items():
+        through = side_by_side.get("eager")
+        if name in ratios and name not in side_by_side and through is not None:
+            ratios[name] = bridge.speedup * through.speedup
+            intervals[name] = (bridge.low * through.low, bridge.high * through.high)
     fastest = min(ratios, key=lambda name: times[name] or 0.0, default=None)
     kept = {name: bounds for name, bounds in intervals.items() if name in ratios}
     if fastest in kept:

@@ -37,9 +37,9 @@ import torch
 
 from hercules.fileio import write_text_atomic
 from hercules.harness import build as build_mod
-from hercules.harness import collector, oracle, priority, requests
+from hercules.harness import oracle, priority, requests
 from hercules.harness.baselines import COMPILED, available_baselines
-from hercules.harness.beside import Beside
+from hercules.harness.beside import Beside, trusted_burst_ms
 from hercules.harness.checks import KERNELBENCH_TOLERANCE, is_downcast, tolerance_for
 from hercules.harness.classify import Ending, WorkerEvent
 from hercules.harness.decide import (
@@ -78,6 +78,7 @@ from hercules.harness.records import (
     Cause,
     CheckResult,
     Flag,
+    SideBySide,
     Verdict,
     to_jsonable,
 )
@@ -411,12 +412,13 @@ class _Evaluation:
         self.session.sizes = replace(self.session.sizes, param_bytes=param_bytes)
         perturbation = oracle.parameters_result(setup)
         perturb_seed = perturb_seed if setup.get("perturbed") else None
+        footprint = self._footprint()
         with self._phase("candidate_setup"):
             self.session.receive("candidate", requests.Prepare.op, 180.0, "candidate setup")
         with self._phase("datapath"):
             datapath = self.datapath = self._choose_datapath()  # said in the verdict
         stages.build = self.stage_build(plan, setup["init_inputs"], init_seed, perturb_seed, private, scan)
-        self._share_or_go_alone()
+        self._share_or_go_alone(footprint)
 
         # Work that times nothing shares the device with other evaluations' untimed work; only a
         # measurement in progress may not.
@@ -509,11 +511,13 @@ class _Evaluation:
             self.session.call(role, requests.Datapath(medium="cuda"), 60.0, "data path")
         return "cuda"
 
-    def _share_or_go_alone(self) -> None:
-        """Go on alone when this problem's data fills a large share of the device (ALONE_SHARE);
-        the sizes come from a forward on the meta device, before anything large is allocated."""
+    def _footprint(self) -> dict[str, Any] | None:
+        """This problem's bytes (one input set, the weights, one call's outputs) from a forward on
+        the meta device, when evaluations share the device: asked while the candidate worker still
+        starts (the reference waits for it there; on the H200 this request took 5.2 s of a 19 s
+        evaluation on the critical path), kept per problem."""
         if self.occupancy is None:
-            return
+            return None
         key = f"{self.problem.content_hash}-v{CACHE_FORMAT}"
         found = self.cache.get("footprint", key)
         if found is None:
@@ -523,9 +527,16 @@ class _Evaluation:
                 if abort.failure.cause is not Cause.REFERENCE:
                     raise
                 self.notes.append(f"footprint unknown: {abort.failure.error[:160]}")
-                return
+                return None
             found = {k: found.get(k) for k in FOOTPRINT_KEYS}
             self.cache.put("footprint", key, found)
+        return found
+
+    def _share_or_go_alone(self, found: dict[str, Any] | None) -> None:
+        """Go on alone when this problem's data (``found``, from ``_footprint``) fills a large share
+        of the device (ALONE_SHARE), before anything large is allocated."""
+        if self.occupancy is None or found is None:
+            return
         need = sum(int(found.get(k) or 0) for k in FOOTPRINT_KEYS)
         total = device_memory_bytes(self.device)
         if need > ALONE_SHARE * total:
@@ -772,11 +783,14 @@ class _Evaluation:
         missing = [n for n in names if n not in cached or n == "eager"]
         seeds = list(trials.seeds[:max(1, min(len(trials.seeds), timing_sets))])
         measured: dict[str, float | None] = {}
-        if beside is not None:
-            if beside.figure_ms() is not None and beside.name in missing:
-                measured[beside.name] = beside.figure_ms()
-                missing.remove(beside.name)
-            beside.release()
+        paired = beside is not None and beside.figure_ms() is not None
+        if paired and beside.name in missing:
+            measured[beside.name] = beside.figure_ms()
+            missing.remove(beside.name)
+        # Baselines timed apart reach the candidate through eager (``Beside.bridge``): a cached
+        # bridge holds as the cached time does.
+        bridges = {name: SideBySide(*figures) for name, figures in (cached.get("bridges") or {}).items()
+                   if paired and name in names and name not in missing}
         uncached: set[str] = set()
         idle = True
         for name in missing:
@@ -810,6 +824,8 @@ class _Evaluation:
                     if name == missing[0]:
                         idle = self._device_idle(notes)
                     measured[name] = self._baseline_time(name, trials, transfers)
+                    if paired:
+                        self._bridge(name, measured[name], beside, transfers, bridges, notes)
             except Abort as abort:
                 # The candidate was judged and timed already: a baseline that cannot run here (out of
                 # memory, unsupported by torch.compile, a fault of its own) is left out of this
@@ -824,7 +840,10 @@ class _Evaluation:
                 if self.session.alive("reference"):
                     with contextlib.suppress(Abort):
                         self.session.call("reference", requests.Release(name=name), 120.0, "baseline release")
-        write = baselines_to_cache(cached, measured, uncached, idle)
+        if beside is not None:
+            beside.release()
+        write = baselines_to_cache(cached, measured, uncached, idle,
+                                   {name: bridges[name] for name in measured if name in bridges})
         if write is not None:
             if "expert" in measured:
                 write["expert_report"] = expert_report
@@ -832,7 +851,24 @@ class _Evaluation:
         elif measured:
             notes.append("baselines not cached: the device was not idle while they were timed")
         times = {n: measured.get(n, cached.get(n)) for n in names}
-        return BaselineOutcome(times_ms=times, notes=tuple(notes), expert=expert_report if "expert" in names else None)
+        return BaselineOutcome(times_ms=times, notes=tuple(notes), expert=expert_report if "expert" in names else None,
+                               bridges=bridges)
+
+    def _bridge(self, name: str, time_ms: float, beside: Beside, transfers: Transfers,
+                bridges: dict[str, SideBySide], notes: list[str]) -> None:
+        """``name`` against eager in the same rounds (``Beside.bridge``), into ``bridges``; a
+        failure there leaves the baseline's time standing with no interval, and says why."""
+        calls = burst_calls(max(time_ms, beside.figure_ms() or 0.0, 1e-4), transfers.overhead_ms(), 1)
+        try:
+            found = beside.bridge(name, calls)
+        except Abort as abort:
+            notes.append(f"speedup against {name}: no interval ({beside.name} beside it failed: "
+                         f"{abort.failure.error[:160]})")
+            return
+        if found is None:
+            notes.append(f"speedup against {name}: no interval (too few valid rounds beside {beside.name})")
+            return
+        bridges[name] = found
 
     def _baseline_time(self, name: str, trials: Trials, transfers: Transfers) -> float:
         """A baseline's time as the candidate's is taken (in-process median bounded by the parent's
@@ -844,19 +880,10 @@ class _Evaluation:
                                 requests.BaselineTime(name=name, budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s),
                                 max(opts.run_timeout_s, 900.0), f"baseline {name}")
             event_ms = float(raw["timing"]["median_ms"])
-            overhead_ms = transfers.overhead_ms()
-            calls = burst_calls(max(event_ms, 1e-4), overhead_ms, 1)
-            totals = []
-            for _ in range(LONG_BURSTS):  # as the candidate's long burst: the faster counts
-                with transfers.destination(1) as destination, collector.timed() as clock:
-                    burst = self.session.call("reference",
-                                          requests.Burst(name=name, calls=calls, seed=trials.seeds[0],
-                                                         **destination.fields()),
-                                          max(opts.run_timeout_s, 900.0), f"baseline {name}",
-                                          destination.fds())
-                totals.append(clock.ms)
-                close_fds(burst.get("_fds") or [])
-            wall_ms = max(0.0, min(totals) - overhead_ms) / calls
+            calls = burst_calls(max(event_ms, 1e-4), transfers.overhead_ms(), 1)
+            # As the candidate's long burst: the faster counts.
+            wall_ms = min(trusted_burst_ms(self.session, transfers, name, calls, trials.seeds[0])
+                          for _ in range(LONG_BURSTS))
             figures.append(max(event_ms, wall_ms))
             if baseline_confirmed(self.device.type, name, event_ms, wall_ms):
                 break  # the parent's clock confirms the events: another round would read the same

@@ -227,15 +227,24 @@ def baseline_confirmed(device_type: str, name: str, event_ms: float, wall_ms: fl
 
 
 def baselines_to_cache(cached: dict[str, Any], measured: dict[str, float | None], uncached: set[str],
-                       idle: bool) -> dict[str, Any] | None:
+                       idle: bool, bridges: dict[str, SideBySide] | None = None) -> dict[str, Any] | None:
     """The baseline cache entry to write after this evaluation's baselines, or None: only figures
     taken with the device idle (a busy device would inflate every later speedup for this problem),
     never one whose failure may not recur (``uncached``: out of memory, a fault that was not the
-    problem's), and eager only where none is cached (it is timed afresh beside every candidate)."""
+    problem's), and eager only where none is cached (it is timed afresh beside every candidate).
+    A baseline's bridge to eager (its time over eager's, with the interval) is kept with its time,
+    or dropped with it."""
     if not measured or not idle:
         return None
-    return {**cached, **{name: ms for name, ms in measured.items()
-                         if (name != "eager" or "eager" not in cached) and name not in uncached}}
+    kept = {name: ms for name, ms in measured.items()
+            if (name != "eager" or "eager" not in cached) and name not in uncached}
+    entry = {**cached, **kept}
+    old_bridges = {name: figures for name, figures in (cached.get("bridges") or {}).items() if name not in kept}
+    new_bridges = {name: [b.speedup, b.low, b.high, b.rounds] for name, b in (bridges or {}).items()
+                   if name in kept and kept[name] is not None}
+    if old_bridges or new_bridges:
+        entry["bridges"] = {**old_bridges, **new_bridges}
+    return entry
 
 
 # A fixed device workload this much slower than the best it read on this device means something

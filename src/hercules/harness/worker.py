@@ -281,6 +281,7 @@ class ReferenceWorker(PackEnds):
         self.light: _SizedCache = _SizedCache()
         self.pass_sets = 0  # distinct sets of the latest inputs_many, kept with the others
         self.baselines: dict[str, tuple[Callable[..., Any], list[tuple]]] = {}
+        self.baseline_seeds: dict[str, tuple[int, ...]] = {}  # the seeds each baseline's sets are made of
         self.compiled: dict[str, Callable[..., Any]] = {}  # compiled ahead by baseline_compile
 
     # Requests that run the problem's code and little else: whatever they raise is the problem's.
@@ -379,6 +380,7 @@ class ReferenceWorker(PackEnds):
                 for seed in [s for s in cache if s != keep_seed]:
                     cache.drop(seed)
             self.baselines.clear()
+            self.baseline_seeds.clear()
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             return make()
@@ -668,7 +670,12 @@ class ReferenceWorker(PackEnds):
         from hercules.harness.baselines import make_baseline
 
         name = request.name
-        sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in request.seeds], self.device)
+        # Baselines over the same seeds share one copy of the sets (trusted code on both): eager
+        # stays prepared while the others are timed against it in the same rounds, and a second
+        # copy of sixteen rotation sets would double the worker's largest allocation.
+        sets = next((held for _fn, held, seeds in self._prepared() if seeds == tuple(request.seeds)), None)
+        if sets is None:
+            sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in request.seeds], self.device)
         reply: dict[str, Any] = {}
         with torch.no_grad():
             if name == "expert":
@@ -683,7 +690,11 @@ class ReferenceWorker(PackEnds):
                 fn(*args)
         synchronize(self.device)
         self.baselines[name] = (fn, sets)
+        self.baseline_seeds[name] = tuple(request.seeds)
         return reply
+
+    def _prepared(self) -> list[tuple[Callable[..., Any], list[tuple], tuple[int, ...]]]:
+        return [(fn, sets, self.baseline_seeds.get(name, ())) for name, (fn, sets) in self.baselines.items()]
 
     def _choose_expert(self, op: str, seed: int, sets: list[tuple]) -> tuple[Callable[..., Any] | None, dict[str, Any]]:
         """The fastest implementation of ``op`` that is correct against this problem's float64
@@ -770,6 +781,7 @@ class ReferenceWorker(PackEnds):
     @handles(requests.Release)
     def op_release(self, request: requests.Release, fds: list[int]):
         self.baselines.pop(request.name, None)
+        self.baseline_seeds.pop(request.name, None)
         self.compiled.pop(request.name, None)
         if request.name.startswith("compile"):
             # Each compiled baseline starts from scratch, not from the previous one's state.
