@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 
+# The README runs the suite on two pytest-xdist workers, a test file to a worker (--dist loadfile:
+# module fixtures such as the red team's batched runs are built once). Files are handed out in
+# collection order; these, the longest (seconds in one process on the 2-core CI machine), go first
+# so that no long file is left to run alone at the end.
+_LONGEST_FIRST = (
+    "tests/harness/test_evaluate.py",  # ~210 s
+    "tests/harness/test_redteam.py",  # ~195 s
+    "tests/test_adversarial_corpus.py",  # ~105 s
+    "tests/compile/test_triton_templates.py",  # ~95 s
+    "tests/optimize/test_optimize_run.py",  # ~80 s
+    "tests/test_interrupts.py",  # ~60 s
+    "tests/debug/test_debug_reproduce.py",  # ~60 s
+    "tests/test_cli_commands.py",  # ~60 s
+    "tests/harness/test_batch.py",  # ~50 s
+    "tests/debug/test_debug_cli.py",  # ~45 s
+    "tests/debug/test_debug_fixers.py",  # ~40 s
+    "tests/serve/test_executor.py",  # ~35 s
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects, and must order, the same way
+        rank = {path: i for i, path in enumerate(_LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -87,7 +87,11 @@ def verdict_rows(run_dir: Path) -> list[tuple[str, str, str]]:
             "join runs r on r.id = v.run_id"))
 
 
+@pytest.mark.ondemand  # ~56 s on the CI machine (a Ray start, a local run, the Ray run, a rerun)
 def test_ray_bench_matches_a_local_run_loses_nothing_to_a_killed_actor_and_resumes(cluster, tmp_path):
+    """On demand (scripts/slow-tests). CI's representatives: tests/serve/test_executor.py's Ray
+    tests (the same Ray executor: two CPU actors, one killed mid-evaluation, its evaluation retried
+    and nothing lost) and tests/harness/test_batch.py's local bench (statuses, folder store, resume)."""
     items = small_items()
     options = cpu_options(tmp_path)
     started = time.perf_counter()

@@ -302,8 +302,12 @@ def test_candidate_cannot_reach_reference_or_seeds(problem, options):
     assert verdict.status in (Status.OK, Status.SUSPICIOUS), verdict.error
 
 
+@pytest.mark.ondemand  # ~27 s on the CI machine (Inductor compiles in the candidate's worker)
 def test_torch_compile_inside_a_candidate_is_honest(problem, options):
-    """Dynamo rebinds torch functions and Inductor starts worker threads: neither is the candidate's."""
+    """Dynamo rebinds torch functions and Inductor starts worker threads: neither is the candidate's.
+    On demand (scripts/slow-tests); CI's representative is tests/harness/test_integrity.py's
+    test_the_compilers_own_wrappers_after_the_snapshot_are_not_tampering (a candidate calling
+    torch.compile after the snapshot: exactly the compiler's own wrappers pass)."""
     verdict = evaluate(problem, Candidate(name="compiled", source="test", code=HEADER + INIT + """
         self._fn = torch.compile(self._forward)
 
