@@ -192,7 +192,8 @@ AOT = r"""
         return dict(launch_pdl=launch_pdl, waits=len(wait), triggers=len(trig),
                     loads_before_wait=sum(l.startswith("ld.global") for l in before),
                     stores_before_wait=sum(l.startswith(("st.global", "atom.", "red.")) for l in before),
-                    trigger_after_wait=bool(wait and trig and trig[0] > wait[0]))
+                    trigger_after_wait=bool(wait and trig and trig[0] > wait[0]),
+                    acq_rel_atomics=sum(l.startswith("atom.") and ".acq_rel." in l for l in lines))
 
     bf, f32, i32, i64 = "*bf16", "*fp32", "*i32", "*i64"
     gemv_t = dict(X=bf, W=bf, OUT=bf, WS=f32, TICKET=i32, M="i32", N="i32", K="i32", sxm="i32", swn="i32",
@@ -216,6 +217,11 @@ AOT = r"""
             c = dict(BLOCK=1024, TILES=1, PB=128, ONE_LAUNCH=one, PDL=pdl)
             out[f"argmax_chunk_{int(one)}/{int(pdl)}"] = facts(*ptx(k._argmax_chunk_kernel, dict(
                 X=bf, PV=f32, PI=i32, TOK=i64, TICKET=i32, V="i32", sx="i32", P="i32"), c, pdl=pdl))
+        # o_proj with the residual add + RMSNorm in its epilogue (Llama-3.2-1B: K 2048, N 2048)
+        out[f"gemv_add_norm/{int(pdl)}"] = facts(*ptx(k._gemv_add_norm_kernel, dict(
+            X=bf, W=bf, R=bf, NW=bf, OUT=bf, HOUT=bf, TICKET=i32, M="i32", N="i32", K="i32", sxm="i32", swn="i32",
+            srm="i32", som="i32", shm="i32", eps="fp32"), dict(BM=1, BLOCK_N=16, BLOCK_K=256, K_TILES=8, BLOCK_H=1024,
+                                                             H_TILES=2, N_TILES=128, PDL=pdl), pdl=pdl))
         out[f"argmax_final/{int(pdl)}"] = facts(*ptx(k._argmax_final_kernel, dict(PV=f32, PI=i32, TOK=i64, P="i32"),
                                                      dict(PB=128, PDL=pdl), num_warps=1, pdl=pdl))
     print(json.dumps(out))
@@ -238,13 +244,15 @@ def test_pdl_kernels_compile_for_sm90_and_wait_before_touching_activations():
     store or atomic, and triggers its dependents after the wait; the GEMVs read their first weight
     tile before the wait (the overlap PDL buys). PDL=0 kernels contain no grid dependency control."""
     out = _run(AOT, interpret=False)
-    assert len(out) == 2 * 8
+    assert len(out) == 2 * 9
     for name, f in out.items():
         kernel, pdl = name.split("/")
         if pdl == "1":
             assert f["launch_pdl"] and f["waits"] == 1 and f["triggers"] >= 1, (name, f)
             assert f["stores_before_wait"] == 0 and f["trigger_after_wait"], (name, f)
-            if kernel.startswith(("gemv_reduce_last", "gemv_dot", "norm_gemv")):
+            if kernel.startswith(("gemv_reduce_last", "gemv_dot", "norm_gemv", "gemv_add_norm")):
                 assert f["loads_before_wait"] > 0, (name, f)  # the prefetched weight tile
         else:
             assert not f["launch_pdl"] and f["waits"] == f["triggers"] == 0, (name, f)
+        if kernel == "gemv_add_norm":  # the ticket that finds the program which normalises
+            assert f["acq_rel_atomics"] == 1, (name, f)

@@ -38,6 +38,10 @@ SELFCHECKS = [
     ("float32", "1,3", "triton_rotary_flash_decode", ""),
     # greedy token selection: the first (one-launch) and the last (two-launch) point of the space
     ("bfloat16", "1,2", "triton_argmax", ""),
+    # residual add + RMSNorm in o_proj's and down_proj's epilogue (the last program normalises):
+    # 8 points each, ~4 s (fp32) and ~5 s (bf16) interpreted
+    ("float32", "1,3", "triton_gemv_add_rmsnorm", ""),
+    ("bfloat16", "1,3", "triton_gemv_add_rmsnorm", ""),
 ]
 
 
@@ -115,6 +119,11 @@ def test_triton_templates_match_references_under_interpreter(dtype, batches, tem
         assert {r["params"]["ONE_LAUNCH"] for r in out["results"]} == {0, 1}
     elif templates == "triton_norm_gemv":
         assert kinds == {("triton_norm_gemv", "qkv_proj"), ("triton_norm_gemv", "gate_up_silu_mul")}
+    elif templates == "triton_gemv_add_rmsnorm":
+        assert kinds == {(templates, "o_proj"), (templates, "down_proj")}
+        # batch 1 and 3 on both models, with one and with several column tiles' tickets
+        assert {(r["arch"], r["batch"]) for r in out["results"]} == {(a, b) for a in ("llama", "qwen3") for b in (1, 3)}
+        assert len(out["results"]) == 8
     else:
         modes = {(r["params"]["MODE"], r["params"]["SPLIT_K"] > 1) for r in out["results"] if r["template"] == "triton_gemv"}
         assert modes == {("reduce", False), ("reduce", True), ("dot", False), ("dot", True)}
@@ -131,10 +140,12 @@ _ROTARY_FLASH_TWO_SPLITS = [f"triton_rotary_flash_decode[BLOCK_N=32,HAS_NORM={n}
 _PINNED: dict[str, dict] = {}  # test name -> the decode it checks (force, models)
 
 
-def _decodes(force: dict, models=("tiny-llama", "tiny-qwen3")):
-    """Registers the pinned decode a test reads through the ``decoded`` fixture."""
+def _decodes(force: dict, models=("tiny-llama", "tiny-qwen3"), norms: bool = False):
+    """Registers the pinned decode a test reads through the ``decoded`` fixture; ``norms``: every
+    RMSNorm weight of the model drawn at random first (the tiny models' are all ones, which cannot
+    tell one norm's weight from another's)."""
     def register(test):
-        _PINNED[test.__name__] = dict(force=force, models=list(models))
+        _PINNED[test.__name__] = dict(force=force, models=list(models), norms=norms)
         return test
     return register
 
@@ -149,6 +160,12 @@ for test, run in json.loads(sys.argv[1]).items():
     try:
         for name in run["models"]:
             m = build_model(name, seed=1)
+            if run.get("norms"):
+                g = torch.Generator().manual_seed(5)
+                with torch.no_grad():
+                    for mod in m.modules():
+                        if type(mod).__name__.endswith("RMSNorm"):
+                            mod.weight.copy_(1 + 0.5 * torch.randn(mod.weight.shape, generator=g))
             ids = torch.randint(0, 512, (2, 6), generator=torch.Generator().manual_seed(0))
             ref = m.generate(ids, max_new_tokens=10, do_sample=False)
             kw = dict(languages=("torch", "triton"), budget=0, force=run["force"], max_seq_len=32, step_check=False,
@@ -285,6 +302,26 @@ def test_decode_with_rotary_kv_write_and_attention_in_one_kernel_matches_hf_eage
         assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]
     assert res["tiny-llama"]["plan"]["rotary"] == _ROTARY_FLASH_TWO_SPLITS[0]  # Llama has no q/k norm
     assert res["tiny-qwen3"]["plan"]["rotary"] == _ROTARY_FLASH_TWO_SPLITS[1]  # Qwen3's is folded in
+
+
+_GEMV_ADD_NORM = "triton_gemv_add_rmsnorm[BLOCK_K=128,BLOCK_N=64,PDL=0,num_warps=8]"
+
+
+@_decodes({"o_proj": _GEMV_ADD_NORM, "down_proj": _GEMV_ADD_NORM}, norms=True)
+def test_decode_with_the_residual_add_and_norm_in_the_projection_epilogues_matches_hf_eager(decoded):
+    """triton_gemv_add_rmsnorm pinned on o_proj and down_proj: each writes residual + W x and, from
+    its last program, the RMSNorm of it (o_proj the post-attention norm, down_proj the next layer's
+    input norm, the final norm after the last layer), so gate/up and QKV read normalised rows and
+    no norm kernel runs after layer 0's. With random norm weights (a wrong layer's weight changes
+    the tokens) HF's greedy tokens are reproduced, the plan says so, the cache reloads it."""
+    for name, r in decoded.items():
+        assert r["match"], (name, r)
+        assert r["plan"]["o_proj"] == r["plan"]["down_proj"] == _GEMV_ADD_NORM, r["plan"]
+        assert r["fuses"]["o_proj"] == r["fuses"]["down_proj"] == ["residual_rmsnorm"], r
+        assert r["fused_into"] == {"final_norm": "down_proj"}, r  # layer 0's input norm still runs
+        assert r["plan"]["final_norm"] == _GEMV_ADD_NORM, r["plan"]
+        assert r["impls"] == ["down_proj+residual_rmsnorm", "o_proj+residual_rmsnorm"], r
+        assert r["cached"] == {"hit": True, "match": True, "impls": r["impls"]}, r["cached"]
 
 
 def _gemv_id(split_reduce: str, split_k: int, block_k: int = 64, block_n: int = 64) -> str:

@@ -351,6 +351,11 @@ class RuleAdvisor(Advisor):
                            "torch_fused", "cuda_swiglu", "triton_swiglu"]
                 elif r.kind == "qkv_proj":
                     pri = ["triton_gemv", "cuda_norm_gemv", "cuda_gemv", "triton_norm_gemv", "torch_fused"]
+                elif r.kind in ("o_proj", "down_proj"):
+                    # the residual add + the next RMSNorm in the epilogue: one kernel a layer fewer
+                    pri = ["triton_gemv", "cuda_gemv", "triton_gemv_add_rmsnorm", "torch_fused"]
+                    hints["triton_gemv_add_rmsnorm"] = {"BLOCK_N": [16, 32], "BLOCK_K": [128, 256], "num_warps": [4],
+                                                        "PDL": [1, 0]}
                 else:
                     pri = ["triton_gemv", "cuda_gemv", "torch_fused"]
                 if r.kind in ("qkv_proj", "gate_up_silu_mul"):

@@ -80,6 +80,30 @@ def norm_then(projection):
     return fused
 
 
+# Projections that can take the residual add + RMSNorm after them into their own kernel's epilogue
+# (fuses=("residual_rmsnorm",)), and the norm weight that follows each: o_proj the layer's
+# post-attention norm; down_proj the next layer's input norm (the final norm after the last layer).
+EPILOGUE_NORM = {"o_proj": "post_norm", "down_proj": "in_norm"}
+
+
+def add_norm_fused_key(kind: str) -> str:
+    """The implementation-table entry of a projection with the residual add + RMSNorm after it
+    folded into its epilogue."""
+    return f"{kind}+residual_rmsnorm"
+
+
+def then_norm(projection):
+    """The reference of a projection with the residual add + RMSNorm after it folded in:
+    ``fn(x, weight, residual, norm_weight, eps) -> (normed, new_residual)``, where
+    new_residual = residual + projection(x) (the projection rounded to the model dtype first, as HF
+    adds)."""
+
+    def fused(x, weight, residual, norm_weight, eps):
+        return residual_rmsnorm(projection(x, weight), residual, norm_weight, eps)
+
+    return fused
+
+
 def qkv_proj_split(x, weight, q_size: int, kv_size: int):
     """Three GEMMs over views of the fused weight: op for op what HF does (the exact fallback)."""
     wq = weight[:q_size]

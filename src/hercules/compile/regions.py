@@ -16,10 +16,10 @@ The decode step the runtime runs, in region order (``h`` is the residual stream)
       q, k = rotary(q, k, cos[pos], sin[pos])
       kv_write(k, v, cache, pos)
       o    = decode_attention(q, cache, pos)                # grouped-query, over the static cache
-      a    = o_proj(o)
-      n, h = residual_rmsnorm(a, h)                         # post-attention norm
+      a    = o_proj(o)                                      # (may take the add + norm below into
+      n, h = residual_rmsnorm(a, h)                         #  its epilogue) post-attention norm
       m    = gate_up_silu_mul(n)                            # one GEMM over fused [Wg; Wu], silu(g)*u
-      x    = down_proj(m)
+      x    = down_proj(m)                                   # (likewise the next layer's input norm)
     n, h = final_norm(x, h)
     logits = lm_head(n); token = token_select(logits)
 """
@@ -281,7 +281,8 @@ def derive_regions(model_or_spec, batch: int = 1, capacity: int = 256) -> dict[s
     add("o_proj", L,
         [_contig("x", (B, Q), dt), _contig("weight", (H, Q), dt)],
         [_contig("out", (B, H), dt)],
-        {"in_features": Q, "out_features": H}, 2 * B * Q * H, (Q * H + B * Q + B * H) * es)
+        {"in_features": Q, "out_features": H, "hidden": H, "norm_eps": s.eps}, 2 * B * Q * H,
+        (Q * H + B * Q + B * H) * es)
     add("gate_up_silu_mul", L,
         [_contig("x", (B, H), dt), _contig("weight", (2 * I, H), dt)],
         [_contig("out", (B, I), dt)],
@@ -290,7 +291,8 @@ def derive_regions(model_or_spec, batch: int = 1, capacity: int = 256) -> dict[s
     add("down_proj", L,
         [_contig("x", (B, I), dt), _contig("weight", (H, I), dt)],
         [_contig("out", (B, H), dt)],
-        {"in_features": I, "out_features": H}, 2 * B * I * H, (I * H + B * I + B * H) * es)
+        {"in_features": I, "out_features": H, "hidden": H, "norm_eps": s.eps}, 2 * B * I * H,
+        (I * H + B * I + B * H) * es)
     add("final_norm", 1,
         [_contig("x", (B, H), dt), _contig("residual", (B, H), dt), _contig("weight", (H,), dt)],
         [_contig("normed", (B, H), dt), _contig("residual_out", (B, H), dt)],

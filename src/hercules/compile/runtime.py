@@ -33,6 +33,8 @@ NORM_QKV = ref.norm_fused_key("qkv_proj")
 ROTARY_KV = ref.ROTARY_KV_KEY
 ROTARY_KV_ATTN = ref.ROTARY_KV_ATTN_KEY
 NORM_GATE_UP = ref.norm_fused_key("gate_up_silu_mul")
+O_NORM = ref.add_norm_fused_key("o_proj")
+DOWN_NORM = ref.add_norm_fused_key("down_proj")
 
 DEFAULT_IMPLS: dict[str, Callable] = {
     "embedding": ref.embedding,
@@ -309,11 +311,14 @@ class DecodeRuntime:
         nq, nkv, hd, eps = s.heads, s.kv_heads, s.head_dim, s.eps
         x = f["embedding"](st.token, w.embed)
         h = st.zero_h
+        n = None  # the normalised rows, when the projection before has already made them
         cos = st.cos.index_select(0, st.pos)  # [1, hd]; pos stays on the device
         sin = st.sin.index_select(0, st.pos)
         for li, lw in enumerate(w.layers):
             kc, vc = st.k_cache[li], st.v_cache[li]
-            if NORM_QKV in f:  # residual add + RMSNorm folded into the QKV projection
+            if n is not None:  # the previous down_proj did the residual add + this layer's norm
+                q, k, v = f["qkv_proj"](n, lw.qkv, s.q_size, s.kv_size)
+            elif NORM_QKV in f:  # residual add + RMSNorm folded into the QKV projection
                 q, k, v, h = f[NORM_QKV](x, h, lw.in_norm, eps, lw.qkv, s.q_size, s.kv_size)
             else:
                 n, h = f["residual_rmsnorm"](x, h, lw.in_norm, eps)
@@ -334,14 +339,24 @@ class DecodeRuntime:
                     q, k = f["rotary"](q, k, cos, sin, *norms, eps)
                     f["kv_write"](k, v, kc, vc, st.pos)
                 o = f["decode_attention"](q, kc, vc, st.pos, self.scale)
-            a = f["o_proj"](o.reshape(B, nq * hd), lw.o)
-            if NORM_GATE_UP in f:
-                m, h = f[NORM_GATE_UP](a, h, lw.post_norm, eps, lw.gate_up, s.intermediate)
-            else:
-                n, h = f["residual_rmsnorm"](a, h, lw.post_norm, eps)
+            if O_NORM in f:  # the residual add + post-attention norm in o_proj's epilogue
+                n, h = f[O_NORM](o.reshape(B, nq * hd), lw.o, h, lw.post_norm, eps)
                 m = f["gate_up_silu_mul"](n, lw.gate_up, s.intermediate)
-            x = f["down_proj"](m, lw.down)
-        n, h = f["final_norm"](x, h, w.final_norm, eps)
+            else:
+                a = f["o_proj"](o.reshape(B, nq * hd), lw.o)
+                if NORM_GATE_UP in f:
+                    m, h = f[NORM_GATE_UP](a, h, lw.post_norm, eps, lw.gate_up, s.intermediate)
+                else:
+                    n, h = f["residual_rmsnorm"](a, h, lw.post_norm, eps)
+                    m = f["gate_up_silu_mul"](n, lw.gate_up, s.intermediate)
+            if DOWN_NORM in f:  # the residual add + the next norm (the final one last) in the epilogue
+                last = li + 1 == len(w.layers)
+                n, h = f[DOWN_NORM](m, lw.down, h, w.final_norm if last else w.layers[li + 1].in_norm, eps)
+            else:
+                n = None
+                x = f["down_proj"](m, lw.down)
+        if n is None:
+            n, h = f["final_norm"](x, h, w.final_norm, eps)
         return f["lm_head"](n, w.lm_head)
 
     def _step_body(self, st: DecodeState, sampling: Sampling, keep_logits: bool) -> None:

@@ -34,7 +34,8 @@ from hercules.fileio import write_text_atomic
 
 from . import advisor as adv_mod
 from .constraints import DeviceInfo, check as constraint_check
-from .reference import NORM_FUSABLE, ROTARY_KV_ATTN_KEY, ROTARY_KV_KEY, norm_fused_key
+from .reference import (EPILOGUE_NORM, NORM_FUSABLE, ROTARY_KV_ATTN_KEY, ROTARY_KV_KEY, add_norm_fused_key,
+                        norm_fused_key)
 from .regions import Region
 from .templates import find_template, fallback_spec, templates_for
 from .templates.base import Candidate, CandidateSpec
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 PLAN_VERSION = 1
 FUSED_PAIR = ("qk_norm", "rotary")  # a rotary candidate with fuses=("qk_norm",) serves both
+# the projection that reads the norm a projection with the norm in its epilogue makes
+EPILOGUE_CONSUMER = {"o_proj": "gate_up_silu_mul", "down_proj": "qkv_proj"}
 
 
 @dataclass
@@ -447,7 +450,7 @@ def select(
             if r.kind in FUSED_PAIR and "qk_norm" in regions and "rotary" in regions:
                 continue
             # fused candidates also do their neighbour's work: estimated as the parts
-            b = best(n, False if r.kind in NORM_FUSABLE or r.kind == "rotary" else None)
+            b = best(n, False if r.kind in NORM_FUSABLE or r.kind in EPILOGUE_NORM or r.kind == "rotary" else None)
             total += r.count_per_token * (b.median_ms if b else 0.0)
         if "qk_norm" in regions and "rotary" in regions:
             rot_plain, qkn, rot_fused = best("rotary", False), best("qk_norm"), best("rotary", fuses=("qk_norm",))
@@ -586,12 +589,53 @@ def select(
                 attn.fold_into("rotary", fz)
                 fused_flag = _fold_rotary_neighbours(decisions, impls, fz) or fused_flag
 
+    # The residual add + RMSNorm folded into the epilogue of the projection before it (o_proj: the
+    # post-attention norm; down_proj: the next layer's input norm, the final norm after the last
+    # layer). The projection reading the norm (gate/up; the next layer's QKV) then runs its plain
+    # choice. Kept where the fused kernel plus that plain choice beat the best the plan has without
+    # it: projection, norm and consumer as three kernels, or the norm folded into the consumer.
+    consumers_fed: set[str] = set()  # their norm comes from the epilogue: no fold into them
+    down_fold: Trial | None = None
+    for n, r in regions.items():
+        if r.kind not in EPILOGUE_NORM or "residual_rmsnorm" not in decisions:
+            continue
+        fz = best(n, fuses=("residual_rmsnorm",))
+        cons = next((m for m, c in regions.items() if c.kind == EPILOGUE_CONSUMER[r.kind]), None)
+        if fz is None or cons is None:
+            continue
+        pins, cons_pins = force.get(r.kind) or force.get(n), force.get(regions[cons].kind) or force.get(cons)
+        pinned = bool(pins and _match(_trial_spec(fz, r.kind), pins))
+        cons_fold = best(cons, fuses=("residual_rmsnorm",))
+        if (pins and not pinned) or (not pinned and cons_pins and cons_fold
+                                     and _match(_trial_spec(cons_fold, regions[cons].kind), cons_pins)):
+            continue  # a pin elsewhere stands
+        proj_ms, norm_ms = decisions[n].chosen_ms, decisions["residual_rmsnorm"].chosen_ms
+        cons_ms = decisions[cons].chosen_ms
+        if None in (proj_ms, norm_ms, cons_ms):
+            continue
+        without = proj_ms + min([norm_ms + cons_ms] + ([cons_fold.median_ms] if cons_fold else []))
+        if pinned or fz.median_ms + cons_ms < without * (1 - margin):
+            decisions[n].adopt(
+                fz, build_groups.get((n, fz.id)),
+                f"residual add + RMSNorm after it folded into the epilogue: {fz.median_ms:.4f} + {cons_ms:.4f} ms "
+                f"({cons} plain) vs {without:.4f} ms without" + (" (pinned)" if pinned else ""))
+            impls[add_norm_fused_key(r.kind)] = cands_by[n][fz.id].fn
+            impls.pop(r.kind, None)
+            consumers_fed.add(cons)
+            if r.kind == "down_proj":
+                down_fold = fz
+    if down_fold is not None and "final_norm" in decisions:  # the last layer's down_proj applies it
+        decisions["final_norm"].fold_into("down_proj", down_fold)
+        impls.pop("final_norm", None)
+
     # The residual add + RMSNorm folded into the projection after it: kept where one fused kernel
     # beats the two it replaces (the norm's own decision stays: final_norm and any unfused
     # consumer still use it).
     for n, r in regions.items():
         if r.kind not in NORM_FUSABLE or "residual_rmsnorm" not in decisions:
             continue
+        if n in consumers_fed:
+            continue  # the epilogue before it makes its norm (layer 0's QKV: the norm kernel)
         fz = best(n, True)
         norm_ms, proj_ms = decisions["residual_rmsnorm"].chosen_ms, decisions[n].chosen_ms
         pins = force.get(r.kind) or force.get(n)
@@ -606,8 +650,13 @@ def select(
                 "kernels" + (" (pinned)" if pinned else ""))
             impls[norm_fused_key(r.kind)] = cands_by[n][fz.id].fn
             impls.pop(r.kind, None)
-    folded = [n for n in regions if regions[n].kind in NORM_FUSABLE and "residual_rmsnorm" in decisions[n].fuses]
-    if folded and len(folded) == sum(r.kind in NORM_FUSABLE for r in regions.values()):
+    folded = [n for n in regions if (regions[n].kind in NORM_FUSABLE or regions[n].kind == "o_proj")
+              and "residual_rmsnorm" in decisions[n].fuses]
+    # every use of the norm kernel: the layers' input norm (layer 0's too: only a QKV fold covers
+    # it) and the post-attention norm (a gate/up fold or o_proj's epilogue)
+    covered_in = "qkv_proj" in decisions and "residual_rmsnorm" in decisions["qkv_proj"].fuses
+    covered_post = any(regions[m].kind in ("o_proj", "gate_up_silu_mul") for m in folded)
+    if folded and covered_in and covered_post:
         d = decisions["residual_rmsnorm"]  # every use of it now runs inside a projection
         d.fused_into = ", ".join(folded)
         d.why = f"folded into {d.fused_into}; measured alone: {d.why}"
@@ -668,6 +717,9 @@ def load_cached(plan_json: dict[str, Any], regions: dict[str, Region], weights: 
                 return None
         if r.kind in NORM_FUSABLE and "residual_rmsnorm" in d.fuses:
             impls[norm_fused_key(r.kind)] = c.fn
+            continue
+        if r.kind in EPILOGUE_NORM and "residual_rmsnorm" in d.fuses:
+            impls[add_norm_fused_key(r.kind)] = c.fn
             continue
         if r.kind == "rotary":
             fused = "qk_norm" in d.fuses

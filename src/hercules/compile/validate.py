@@ -119,6 +119,12 @@ def make_args(region: Region, weights: RegionWeights, *, fused: bool | tuple[str
         plain = make_args(region, weights, fused=False, seed=seed, trial=trial, layer=layer)
         norm_w = weights.get(ref.NORM_FUSABLE[k], region, layer)
         return (randn(B, h), randn(B, h), norm_w, region.attr("norm_eps"), *plain[1:])
+    if fused and k in ref.EPILOGUE_NORM:
+        # the projection's own arguments, then the residual and the norm after it (down_proj's is
+        # the next layer's input norm)
+        plain = make_args(region, weights, fused=False, seed=seed, trial=trial, layer=layer)
+        norm_w = weights.get(ref.EPILOGUE_NORM[k], region, layer + (k == "down_proj"))
+        return (*plain, randn(B, region.attr("out_features")), norm_w, region.attr("norm_eps"))
     if k == "qkv_proj":
         return (randn(B, region.attr("in_features")), weights.get("qkv", region, layer), region.attr("q"),
                 region.attr("kv"))
@@ -177,6 +183,8 @@ def reference_fn(region: Region, fused: bool | tuple[str, ...] = False) -> Calla
         return ref.rotary  # with norm weights in the args it is qk_norm + rotary
     if fused and region.kind in ref.NORM_FUSABLE:
         return ref.norm_then(fallback_template(region).fn)
+    if fused and region.kind in ref.EPILOGUE_NORM:
+        return ref.then_norm(fallback_template(region).fn)
     return fallback_template(region).fn
 
 

@@ -594,6 +594,14 @@ def gemv(x, weight, *, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, MODE, swiglu_i: int
 
 
 @triton.jit
+def _row_col_tile(M, N, BM: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The batch rows and this program's BLOCK_N output columns of a one-axis GEMV grid, with masks."""
+    rows = tl.arange(0, BM)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return rows, rows < M, cols, cols < N
+
+
+@triton.jit
 def _normed_tile(X, R, NW, rows, kk, rmask, kmask, sxm, srm, rstd, dt: tl.constexpr):
     """T(nw * T(h * rstd)) for h = T(residual + x) over columns ``kk``: the normalised rows as HF
     rounds them, in fp32."""
@@ -609,12 +617,8 @@ def _normed_tile(X, R, NW, rows, kk, rmask, kmask, sxm, srm, rstd, dt: tl.conste
 def _norm_gemv_kernel(X, R, NW, W, OUT, HOUT, M, K, sxm, srm, som, shm, swn, eps, I,
                       BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_TILES: tl.constexpr,
                       NOUT: tl.constexpr, SWIGLU: tl.constexpr, PDL: tl.constexpr):
-    pid_n = tl.program_id(0)
-    rows = tl.arange(0, BM)
-    rmask = rows < M
+    rows, rmask, cols, cmask = _row_col_tile(M, NOUT, BM, BLOCK_N)
     dt = OUT.dtype.element_ty
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    cmask = cols < NOUT
     if PDL:  # the first weight tile before the wait (weights are never written while decoding)
         kk0 = tl.arange(0, BLOCK_K)
         w0, wu0 = _weight_tile(W, cols, kk0, swn, I, cmask[:, None] & (kk0 < K)[None, :], SWIGLU)
@@ -629,7 +633,7 @@ def _norm_gemv_kernel(X, R, NW, W, OUT, HOUT, M, K, sxm, srm, som, shm, swn, eps
         r = tl.load(R + rows[:, None] * srm + kk[None, :], mask=m2, other=0.0).to(tl.float32)
         h = (r + x).to(dt).to(tl.float32)
         ss += tl.sum(h * h, axis=1)
-        if pid_n == 0:
+        if tl.program_id(0) == 0:
             tl.store(HOUT + rows[:, None] * shm + kk[None, :], h.to(dt), mask=m2)
     rstd = tl.rsqrt(ss / K + eps)
     # pass 2: the product over the normalised rows (weight * (h * rstd) rounded where HF rounds)
@@ -669,6 +673,86 @@ def norm_gemv(x, residual, norm_weight, eps, weight, *, BLOCK_N, BLOCK_K, num_wa
                             BM=triton.next_power_of_2(M), BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
                             K_TILES=triton.cdiv(K, BLOCK_K), NOUT=nout, SWIGLU=bool(swiglu_i), PDL=bool(PDL),
                             num_warps=num_warps, **_pdl_launch(PDL))
+    return out, h
+
+
+# ---------------------------------------------------------------------------------------------
+# residual add + RMSNorm folded into the epilogue of the projection before them (o_proj, down_proj):
+# one kernel, not two. Every program adds the residual to its own output columns and stores that
+# tile of the new residual; the last program to finish (an int ticket, as in split-K's one-launch
+# reduce) reads the whole new residual rows back from L2 and normalises them.
+
+
+@triton.jit
+def _gemv_add_norm_kernel(X, W, R, NW, OUT, HOUT, TICKET, M, N, K, sxm, swn, srm, som, shm, eps,
+                          BM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_TILES: tl.constexpr,
+                          BLOCK_H: tl.constexpr, H_TILES: tl.constexpr, N_TILES: tl.constexpr, PDL: tl.constexpr):
+    rows, rmask, cols, cmask = _row_col_tile(M, N, BM, BLOCK_N)
+    dt = OUT.dtype.element_ty
+    acc = tl.zeros([BM, BLOCK_N], tl.float32)
+    t0 = 0
+    if PDL:  # the first weight tile before the wait (weights are never written while decoding)
+        kk = tl.arange(0, BLOCK_K)
+        kmask = kk < K
+        w, _ = _weight_tile(W, cols, kk, swn, 0, cmask[:, None] & kmask[None, :], False)
+        tl.extra.cuda.gdc_wait()
+        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=rmask[:, None] & kmask[None, :], other=0.0)
+        acc = _tile_product(acc, x.to(tl.float32), w, True, False)
+        t0 = 1
+    for t in range(t0, K_TILES):
+        kk = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < K
+        x = tl.load(X + rows[:, None] * sxm + kk[None, :], mask=rmask[:, None] & kmask[None, :], other=0.0)
+        w, _ = _weight_tile(W, cols, kk, swn, 0, cmask[:, None] & kmask[None, :], False)
+        acc = _tile_product(acc, x.to(tl.float32), w, True, False)
+    if PDL:  # the next kernel's wait still waits for this whole grid, the last program's norm included
+        tl.extra.cuda.gdc_launch_dependents()
+    # this tile of the new residual: residual + the product rounded to the model dtype (HF adds the
+    # projection's output, already rounded, to the residual)
+    omask = rmask[:, None] & cmask[None, :]
+    r = tl.load(R + rows[:, None] * srm + cols[None, :], mask=omask, other=0.0).to(tl.float32)
+    h = (r + acc.to(dt).to(tl.float32)).to(dt)
+    tl.store(HOUT + rows[:, None] * shm + cols[None, :], h, mask=omask)
+    # the barrier orders every thread's stores before the ticket's release; the acquire makes the
+    # other programs' tiles visible to the program that takes the last ticket
+    tl.debug_barrier()
+    ticket = tl.atomic_add(TICKET, 1, sem="acq_rel", scope="gpu")
+    if ticket == N_TILES - 1:
+        ss = tl.zeros([BM], tl.float32)
+        for t in range(H_TILES):
+            hc = t * BLOCK_H + tl.arange(0, BLOCK_H)
+            m2 = rmask[:, None] & (hc < N)[None, :]
+            hv = tl.load(HOUT + rows[:, None] * shm + hc[None, :], mask=m2, other=0.0, cache_modifier=".cg")
+            hv = hv.to(tl.float32)
+            ss += tl.sum(hv * hv, axis=1)
+        rstd = tl.rsqrt(ss / N + eps)
+        for t in range(H_TILES):
+            hc = t * BLOCK_H + tl.arange(0, BLOCK_H)
+            hmask = hc < N
+            m2 = rmask[:, None] & hmask[None, :]
+            hv = tl.load(HOUT + rows[:, None] * shm + hc[None, :], mask=m2, other=0.0, cache_modifier=".cg")
+            nw = tl.load(NW + hc, mask=hmask, other=0.0).to(tl.float32)
+            n = (nw[None, :] * (hv.to(tl.float32) * rstd[:, None]).to(dt).to(tl.float32)).to(dt)
+            tl.store(OUT + rows[:, None] * som + hc[None, :], n, mask=m2)
+        tl.store(TICKET, 0)  # ready for the next call (launches on a stream are ordered)
+
+
+def gemv_add_rmsnorm(x, weight, residual, norm_weight, eps, *, BLOCK_N, BLOCK_K, num_warps, tickets: Tickets,
+                     PDL: int = 0):
+    """(rmsnorm(residual + x @ weight^T), residual + x @ weight^T) in one launch; batch rows M are
+    few (decode): a broadcast-multiply reduction. ``tickets`` holds the one counter."""
+    M, K = x.shape
+    N = weight.shape[0]
+    out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    n_tiles = triton.cdiv(N, BLOCK_N)
+    block_h = min(triton.next_power_of_2(N), 1024)
+    _gemv_add_norm_kernel[(n_tiles,)](x, weight, residual, norm_weight, out, h, tickets.get(x.device), M, N, K,
+                                      x.stride(0), weight.stride(0), residual.stride(0), out.stride(0), h.stride(0),
+                                      eps, BM=triton.next_power_of_2(M), BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                                      K_TILES=triton.cdiv(K, BLOCK_K), BLOCK_H=block_h,
+                                      H_TILES=triton.cdiv(N, block_h), N_TILES=n_tiles, PDL=bool(PDL),
+                                      num_warps=num_warps, **_pdl_launch(PDL))
     return out, h
 
 

@@ -358,6 +358,46 @@ class TritonNormGemv(Template):
         return Candidate(self.spec(p, region), fn)
 
 
+class TritonGemvAddNorm(Template):
+    """o_proj or down_proj with the residual add + RMSNorm after it in its epilogue: every program
+    adds the residual to its output columns and stores them as the new residual; the last program
+    to finish (an int ticket) normalises the whole rows. One kernel where the plan had two; the
+    projection after it (gate/up, or the next layer's QKV) then reads the normalised rows as a plain
+    GEMV. Batch rows are few: a broadcast-multiply reduction. PDL=1: a programmatic dependent launch
+    whose first weight tile is read before the wait (SM 9.0+)."""
+
+    name = "triton_gemv_add_rmsnorm"
+    lang = "triton"
+    kinds = tuple(ref.EPILOGUE_NORM)
+
+    def space(self, region):
+        return grid(BLOCK_N=[8, 16, 32, 64], BLOCK_K=[64, 128, 256], num_warps=[2, 4, 8], PDL=[1, 0])
+
+    def fuses(self, p, region):
+        return ("residual_rmsnorm",)
+
+    def requirements(self, p, region):
+        bm = next_pow2(region.batch)
+        live = bm * p["BLOCK_N"] * p["BLOCK_K"] + bm * p["BLOCK_K"] + bm * p["BLOCK_N"]
+        if p.get("PDL"):  # the first weight tile is held across the wait
+            live += p["BLOCK_N"] * p["BLOCK_K"] * _es(region) // 4
+        return Requirements(
+            backend="triton", min_sm=_min_sm(region), threads_per_block=32 * p["num_warps"],
+            regs_per_thread=max(live, bm * min(next_pow2(region.attr("out_features")), 1024)) // (32 * p["num_warps"])
+            + 32, max_batch=8, contiguous=("weight",), last_dim_contiguous=("x",),
+        )
+
+    def materialise(self, p, region):
+        k = _kernels()
+        kw = dict(BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], num_warps=p["num_warps"], PDL=p.get("PDL", 0),
+                  tickets=k.Tickets(1))
+
+        def gemv_add_rmsnorm(x, weight, residual, norm_weight, eps):
+            return k.gemv_add_rmsnorm(x, weight, residual, norm_weight, eps, **kw)
+
+        return Candidate(self.spec(p, region), gemv_add_rmsnorm)
+
+
 class TritonArgmax(Template):
     """Greedy token selection as a two-stage argmax: (B, V / CHUNK) programs each reduce CHUNK
     logits (BLOCK at a time) to (value, first index); the partials are reduced by a one-program-
@@ -403,7 +443,7 @@ class TritonArgmax(Template):
 
 TRITON_TEMPLATES: list[Template] = [TritonAddRMSNorm(), TritonSiluMul(), TritonQKRotary(), TritonQKRotaryKV(),
                                     TritonRotaryFlashDecode(), TritonKVWrite(), TritonFlashDecode(), TritonGemv(),
-                                    TritonNormGemv(), TritonArgmax()]
+                                    TritonNormGemv(), TritonGemvAddNorm(), TritonArgmax()]
 
 
 def describe_space(t: Template, region: Region) -> dict[str, Any]:
