@@ -98,6 +98,11 @@ class FakeModule:
                                                                                               w.shape[0] // 2))
         if name.startswith("norm_gemv_"):
             return lambda x, r, nw, eps, w: list(ref.norm_then(ref.linear)(x, r, nw, eps, w))
+        if name.startswith("gemv_add_rmsnorm_"):
+            def gemv_add_rmsnorm(x, w, r, nw, eps, ticket):
+                assert ticket.dtype == torch.int32 and int(ticket[0]) == 0  # zero between calls
+                return list(ref.then_norm(ref.linear)(x, w, r, nw, eps))
+            return gemv_add_rmsnorm
         if name.startswith("gemv_swiglu_"):
             return lambda x, w: ref.silu_mul(torch.nn.functional.linear(x, w))
         if name.startswith("gemv_"):
@@ -134,7 +139,8 @@ def test_cuda_candidates_selected_grouped_and_cached(fake_nvcc, tmp_path):
     prefixes = [c[0] for c in fake_nvcc]
     assert sorted(prefixes) == sorted(set(prefixes))
     assert {"add_rmsnorm", "silu_mul", "qk_rotary", "attention"} <= set(prefixes) <= {
-        "add_rmsnorm", "silu_mul", "qk_rotary", "attention", "gemv", "gemv_swiglu", "norm_gemv", "norm_gemv_swiglu"}
+        "add_rmsnorm", "silu_mul", "qk_rotary", "attention", "gemv", "gemv_swiglu", "norm_gemv", "norm_gemv_swiglu",
+        "gemv_add_rmsnorm"}
     tried = {t.template for d in plan.decisions.values() for t in d.tried}
     assert {"cuda_add_rmsnorm", "cuda_swiglu", "cuda_qk_rotary", "cuda_flash_decode"} <= tried
     for n in ("decode_attention", "residual_rmsnorm", "final_norm", "gate_up_silu_mul", "rotary"):
@@ -204,15 +210,21 @@ def test_gemv_space_respects_batch_and_alignment():
     assert any("in_features %" in x for x in check(t, t.space(unaligned)[0], unaligned, H200))
 
 
-def test_norm_gemv_templates_fold_the_norm_into_the_projections(fake_nvcc):
-    """cuda_norm_gemv(_swiglu) pinned, through the stand-in module: both projections carry the
-    residual add + RMSNorm, the implementation table gets the folded entries and no plain ones."""
+def _pinned_select(force):
+    """Selection at batch 2 with only the pinned CUDA points measured: (result, regions, weights)."""
     s = spec()
     regions = derive_regions(s, batch=2, capacity=64)
     weights = RegionWeights(None, s, device="cpu", seed=0)
-    force = {"qkv_proj": "cuda_norm_gemv", "gate_up_silu_mul": "cuda_norm_gemv_swiglu"}
     res = select(regions, weights, device=torch.device("cpu"), device_info=H200, advisor=RuleAdvisor(),
                  budget=0, languages=("torch", "cuda"), force=force)
+    return res, regions, weights
+
+
+def test_norm_gemv_templates_fold_the_norm_into_the_projections(fake_nvcc):
+    """cuda_norm_gemv(_swiglu) pinned, through the stand-in module: both projections carry the
+    residual add + RMSNorm, the implementation table gets the folded entries and no plain ones."""
+    force = {"qkv_proj": "cuda_norm_gemv", "gate_up_silu_mul": "cuda_norm_gemv_swiglu"}
+    res = _pinned_select(force)[0]
     for region, template in force.items():
         d = res.plan.decisions[region]
         assert d.template == template and d.fuses == ["residual_rmsnorm"], (region, d.why)
@@ -221,3 +233,24 @@ def test_norm_gemv_templates_fold_the_norm_into_the_projections(fake_nvcc):
     # both of the norm's uses run inside the projections now: the plan says so, the table drops it
     assert res.plan.decisions["residual_rmsnorm"].fused_into == "qkv_proj, gate_up_silu_mul"
     assert "residual_rmsnorm" not in res.impls and "final_norm" in res.plan.decisions
+
+
+def test_gemv_add_rmsnorm_folds_the_norm_into_the_epilogues_and_reloads(fake_nvcc, tmp_path):
+    """cuda_gemv_add_rmsnorm pinned on o_proj and down_proj, through the stand-in module: both carry
+    the residual add + RMSNorm after them, the table gets the epilogue entries and no plain ones,
+    the final norm runs inside down_proj; the cached plan rebuilds the same module and entries."""
+    force = {"o_proj": "cuda_gemv_add_rmsnorm", "down_proj": "cuda_gemv_add_rmsnorm"}
+    res, regions, weights = _pinned_select(force)
+    for region in force:
+        d = res.plan.decisions[region]
+        assert d.template == "cuda_gemv_add_rmsnorm" and d.fuses == ["residual_rmsnorm"], (region, d.why)
+        assert "folded into the epilogue" in d.why and "(pinned)" in d.why
+        assert ref.add_norm_fused_key(region) in res.impls and region not in res.impls
+    assert res.plan.decisions["final_norm"].fused_into == "down_proj" and "final_norm" not in res.impls
+    assert res.plan.decisions["residual_rmsnorm"].fused_into is None  # layer 0's input norm
+    cache = DecisionCache(tmp_path)
+    cache.put("k", res.plan)
+    built = len(fake_nvcc)
+    again = load_cached(cache.get("k"), regions, weights)
+    assert again is not None and len(fake_nvcc) > built
+    assert sorted(k for k in again.impls if "+" in k) == ["down_proj+residual_rmsnorm", "o_proj+residual_rmsnorm"]

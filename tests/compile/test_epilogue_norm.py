@@ -113,7 +113,7 @@ def test_a_slow_epilogue_fold_is_not_kept_and_pins_decide_between_the_two_folds(
     """At 25 us the fused projection loses (25 + 10 against 30): the plan keeps the plain kernels;
     pinned, it is taken anyway. At 11 us it would win, but a pin on gate/up's norm fold stands and
     o_proj stays plain; with both pinned the epilogue's pin is taken and gate/up runs plain (one
-    norm, made once)."""
+    norm, made once). A pin on the norm kernel keeps the projections before it plain."""
     timed[_then_norm_linear] = 0.025
     m = _model()
     d = _compile(m, cache_dir, use_cache=False).plan.decisions
@@ -129,3 +129,9 @@ def test_a_slow_epilogue_fold_is_not_kept_and_pins_decide_between_the_two_folds(
     d = _compile(m, cache_dir, use_cache=False,
                  force={"o_proj": _EPILOGUE.name, "gate_up_silu_mul": _NORM_GATE_UP.name}).plan.decisions
     assert d["o_proj"].template == _EPILOGUE.name and d["gate_up_silu_mul"].fuses == []
+    # a pin on the norm kernel itself stands too (down_proj's fold would also take the final norm's)
+    timed[_norm_then_gate_up] = 0.015  # o_proj's fold wins unless a pin stops it, as in the first test
+    for pin in ("residual_rmsnorm", "final_norm"):
+        d = _compile(m, cache_dir, use_cache=False, force={pin: "torch"}).plan.decisions
+        assert d["down_proj"].fuses == [], pin
+        assert (d["o_proj"].fuses == []) == (pin == "residual_rmsnorm"), pin

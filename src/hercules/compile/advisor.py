@@ -353,7 +353,7 @@ class RuleAdvisor(Advisor):
                     pri = ["triton_gemv", "cuda_norm_gemv", "cuda_gemv", "triton_norm_gemv", "torch_fused"]
                 elif r.kind in ("o_proj", "down_proj"):
                     # the residual add + the next RMSNorm in the epilogue: one kernel a layer fewer
-                    pri = ["triton_gemv", "cuda_gemv", "triton_gemv_add_rmsnorm", "torch_fused"]
+                    pri = ["triton_gemv", "cuda_gemv", "cuda_gemv_add_rmsnorm", "triton_gemv_add_rmsnorm", "torch_fused"]
                     hints["triton_gemv_add_rmsnorm"] = {"BLOCK_N": [16, 32], "BLOCK_K": [128, 256], "num_warps": [4],
                                                         "PDL": [1, 0]}
                 else:
@@ -370,7 +370,9 @@ class RuleAdvisor(Advisor):
                 # one warp per ROWS output rows: a few thousand warps keep every SM streaming
                 rows = [4, 2] if n >= 64 * sms else [1, 2]
                 cuda_gemvs = {"gate_up_silu_mul": ("cuda_gemv_swiglu", "cuda_norm_gemv_swiglu"),
-                              "qkv_proj": ("cuda_gemv", "cuda_norm_gemv")}.get(r.kind, ("cuda_gemv",))
+                              "qkv_proj": ("cuda_gemv", "cuda_norm_gemv"),
+                              "o_proj": ("cuda_gemv", "cuda_gemv_add_rmsnorm"),
+                              "down_proj": ("cuda_gemv", "cuda_gemv_add_rmsnorm")}.get(r.kind, ("cuda_gemv",))
                 # PDL overlaps a GEMV's first weight loads with the kernel before it; split-K inside
                 # a block feeds the long-K projections. H200, Llama-3.2-1B batch 1, chained:
                 # o_proj 4.95 -> 4.28 us (PDL), QKV 6.18 -> 4.94, down_proj 12.57 -> 11.45 (KSPLIT 2 +

@@ -606,9 +606,10 @@ def select(
         pins, cons_pins = force.get(r.kind) or force.get(n), force.get(regions[cons].kind) or force.get(cons)
         pinned = bool(pins and _match(_trial_spec(fz, r.kind), pins))
         cons_fold = best(cons, fuses=("residual_rmsnorm",))
-        if (pins and not pinned) or (not pinned and cons_pins and cons_fold
-                                     and _match(_trial_spec(cons_fold, regions[cons].kind), cons_pins)):
-            continue  # a pin elsewhere stands
+        norm_pinned = force.get("residual_rmsnorm") or (r.kind == "down_proj" and force.get("final_norm"))
+        if (pins and not pinned) or (not pinned and (norm_pinned or cons_pins and cons_fold and _match(
+                _trial_spec(cons_fold, regions[cons].kind), cons_pins))):
+            continue  # a pin elsewhere stands: on this projection, on the norm kernel, on the consumer's fold
         proj_ms, norm_ms = decisions[n].chosen_ms, decisions["residual_rmsnorm"].chosen_ms
         cons_ms = decisions[cons].chosen_ms
         if None in (proj_ms, norm_ms, cons_ms):

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import torch
+
 from ..regions import Region
 
 
@@ -153,3 +155,22 @@ class TorchVariant(Template):
 
     def materialise(self, params, region):
         return Candidate(self.spec(params, region), self.fn)
+
+
+class Tickets:
+    """One-launch reductions' counters (the last program / warp to take a ticket finishes the work):
+    per-device int32 counters, zero between calls (the program that takes the last ticket resets
+    its own); allocated on first use, which must be outside CUDA-graph capture (a buffer allocated
+    during capture would belong to the graph's private pool)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self._by_device: dict[torch.device, torch.Tensor] = {}
+
+    def get(self, device: torch.device) -> torch.Tensor:
+        t = self._by_device.get(device)
+        if t is None:
+            if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError("ticket counters are allocated on the first call, which must not be captured")
+            t = self._by_device[device] = torch.zeros(self.n, dtype=torch.int32, device=device)
+        return t

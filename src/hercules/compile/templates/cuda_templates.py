@@ -21,7 +21,7 @@ import torch
 from ..reference import split_qkv
 from ..regions import Region, dtype_from_name
 from . import cuda_build
-from .base import Candidate, Requirements, Template, grid
+from .base import Candidate, Requirements, Template, Tickets, grid
 
 # ---------------------------------------------------------------------------------------------
 # sources
@@ -731,6 +731,75 @@ NORM_GEMV_GENERAL = S(LAUNCH_HELPER + _edit(NORM_GEMV.template, _WARP_EDITS + _H
   const int n0 = (static_cast<int>(blockIdx.x) * ${WARPS} + (tid >> 5)) * ROWS;
 """, "")]))
 
+# o_proj / down_proj with the residual add + RMSNorm after it in the epilogue: lane 0 of each row
+# group's warp stores residual + the rounded product as the new residual (instead of the product);
+# the whole warp then takes a ticket, and the warp with the last one normalises the complete rows
+# (read back from L2 in a fixed order) into y. Built on the KSPLIT / PDL source; the ticket is an
+# int counter the last warp resets.
+ADD_NORM_EPILOGUE = r"""  }  // lane 0
+  __syncwarp();
+  int ticket_no = 0;
+  if (lane == 0) {
+    __threadfence();  // this group's residual stores before its ticket
+    ticket_no = atomicAdd(ticket, 1);
+  }
+  ticket_no = __shfl_sync(0xffffffffu, ticket_no, 0);
+  if (ticket_no != (OUT + ROWS - 1) / ROWS - 1) return;
+  __threadfence();  // every other group's stores are visible past this point
+  for (int b = 0; b < m; ++b) {
+    float ss = 0.f;
+    for (int c = lane * VEC; c < OUT; c += 32 * VEC) {
+      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(hout + b * sh + c));
+      const V hv = *reinterpret_cast<const V*>(&raw);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) ss += static_cast<float>(hv.v[j]) * static_cast<float>(hv.v[j]);
+    }
+    const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(OUT) + eps);
+    for (int c = lane * VEC; c < OUT; c += 32 * VEC) {
+      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(hout + b * sh + c));
+      const V hv = *reinterpret_cast<const V*>(&raw);
+      const V wv = *reinterpret_cast<const V*>(nw + c);
+      V o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const T nrm = static_cast<T>(static_cast<float>(hv.v[j]) * rstd);
+        o.v[j] = static_cast<T>(static_cast<float>(wv.v[j]) * static_cast<float>(nrm));
+      }
+      *reinterpret_cast<V*>(y + b * sy + c) = o;
+    }
+  }
+  if (lane == 0) *ticket = 0;  // ready for the next call (launches on a stream are ordered)
+}
+"""
+
+GEMV_ADD_NORM = S(_edit(GEMV_GENERAL.template, [
+    ("""    int64_t sx, int64_t sy, int m) {""",
+     """    int64_t sx, int64_t sy, int m, const ${T}* __restrict__ r, const ${T}* __restrict__ nw,
+    ${T}* __restrict__ hout, int* __restrict__ ticket, int64_t sr, int64_t sh, float eps) {"""),
+    # split-K: every lane of a group's first warp stays (the norm needs the whole warp), lane 0 sums
+    ("    if (lane != 0 || ks != 0) return;\n", "    if (ks != 0) return;\n    if (lane == 0) {\n"),
+    ("  } else {\n    if (lane != 0) return;\n  }\n", "    }\n  }\n  if (lane == 0) {\n"),
+    ("        y[b * sy + n] = static_cast<T>(acc[q][b]);\n      }\n    }\n  }\n}\n",
+     "        hout[b * sh + n] = static_cast<T>(static_cast<float>(r[b * sr + n]) +\n"
+     "                                          static_cast<float>(static_cast<T>(acc[q][b])));\n      }\n    }\n  }\n"
+     + ADD_NORM_EPILOGUE),
+    ("at::Tensor ${FN}_${ID}(at::Tensor x, at::Tensor w) {",
+     "std::vector<at::Tensor> ${FN}_${ID}(at::Tensor x, at::Tensor w, at::Tensor r, at::Tensor nw, double eps,\n"
+     "                                   at::Tensor ticket) {"),
+    ("  const int64_t B = x.size(0);\n",
+     "  TORCH_CHECK(r.scalar_type() == ${ST} && nw.scalar_type() == ${ST} && r.dim() == 2 && r.size(0) == x.size(0) &&\n"
+     "              r.size(1) == ${OUT} && r.stride(1) == 1 && nw.numel() == ${OUT} && nw.is_contiguous() &&\n"
+     "              hercules_k::aligned_to(nw.data_ptr(), 16), \"${FN}: residual [B, ${OUT}], norm weight [${OUT}]\");\n"
+     "  TORCH_CHECK(ticket.is_cuda() && ticket.scalar_type() == at::kInt && ticket.numel() >= 1, \"${FN}: ticket\");\n"
+     "  const int64_t B = x.size(0);\n"),
+    ("  if (B == 0) return y;\n", "  auto h = at::empty({B, ${OUT}}, x.options());\n  if (B == 0) return {y, h};\n"),
+    ("x.data_ptr<T>(), w.data_ptr<T>(), y.data_ptr<T>(), x.stride(0), y.stride(0), static_cast<int>(B));",
+     "x.data_ptr<T>(), w.data_ptr<T>(), y.data_ptr<T>(), x.stride(0), y.stride(0), static_cast<int>(B),\n"
+     "      r.data_ptr<T>(), nw.data_ptr<T>(), h.data_ptr<T>(), ticket.data_ptr<int>(), r.stride(0), h.stride(0),\n"
+     "      static_cast<float>(eps));"),
+    ("  C10_CUDA_KERNEL_LAUNCH_CHECK();\n  return y;\n}", "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n  return {y, h};\n}"),
+]))
+
 DECLS = {
     "add_rmsnorm": "std::vector<at::Tensor> add_rmsnorm_${ID}(at::Tensor x, at::Tensor r, at::Tensor w, double eps);",
     "silu_mul": "at::Tensor silu_mul_${ID}(at::Tensor gu);",
@@ -741,6 +810,8 @@ DECLS = {
     "gemv_swiglu": "at::Tensor gemv_swiglu_${ID}(at::Tensor x, at::Tensor w);",
     "norm_gemv": ("std::vector<at::Tensor> norm_gemv_${ID}(at::Tensor x, at::Tensor r, at::Tensor nw, double eps, "
                   "at::Tensor w);"),
+    "gemv_add_rmsnorm": ("std::vector<at::Tensor> gemv_add_rmsnorm_${ID}(at::Tensor x, at::Tensor w, at::Tensor r, "
+                         "at::Tensor nw, double eps, at::Tensor ticket);"),
     "norm_gemv_swiglu": ("std::vector<at::Tensor> norm_gemv_swiglu_${ID}(at::Tensor x, at::Tensor r, at::Tensor nw, "
                          "double eps, at::Tensor w);"),
 }
@@ -1084,8 +1155,42 @@ class CudaNormGemvSwiGLU(CudaNormGemv):
         return norm_gate_up_silu_mul
 
 
+class CudaGemvAddNorm(CudaGemv):
+    """cuda_gemv on o_proj / down_proj with the residual add + RMSNorm after it in the epilogue
+    (GEMV_ADD_NORM): one kernel instead of the GEMV and the norm; the projection reading the norm
+    then runs plain. Always the KSPLIT / PDL source (no earlier plans name it)."""
+
+    name = "cuda_gemv_add_rmsnorm"
+    kinds = ("o_proj", "down_proj")
+    source = general_source = GEMV_ADD_NORM
+    entry = "gemv_add_rmsnorm"
+    always_general = True
+
+    @staticmethod
+    def _general(p) -> bool:
+        return True
+
+    def fuses(self, p, region):
+        return ("residual_rmsnorm",)
+
+    def requirements(self, p, region):
+        req = super().requirements(p, region)
+        vec = 16 // _es(region)  # the warp that normalises reads the rows a vector at a time
+        return replace(req, divisible=(*req.divisible, ("out_features % (16 bytes / element size)",
+                                                         region.attr("out_features"), vec)))
+
+    def wrap(self, fn, p, region):
+        tickets = Tickets(1)
+
+        def gemv_add_rmsnorm(x, weight, residual, norm_weight, eps):
+            y, h = fn(x, weight, residual, norm_weight, float(eps), tickets.get(x.device))
+            return y, h
+
+        return gemv_add_rmsnorm
+
+
 CUDA_TEMPLATES: list[Template] = [CudaAddRMSNorm(), CudaSiluMul(), CudaQKRotary(), CudaAttention(), CudaGemv(),
-                                  CudaGemvSwiGLU(), CudaNormGemv(), CudaNormGemvSwiGLU()]
+                                  CudaGemvSwiGLU(), CudaNormGemv(), CudaNormGemvSwiGLU(), CudaGemvAddNorm()]
 
 
 def render_all(region: Region, template: CudaTemplate, params_list=None) -> str:

@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .base import Tickets  # the templates reach it as triton_kernels.Tickets
+
 
 # ---------------------------------------------------------------------------------------------
 # fused residual add + RMSNorm
@@ -398,25 +400,7 @@ def rotary_kv_attention(q, k, v, cos, sin, q_weight, k_weight, eps, k_cache, v_c
 
 # ---------------------------------------------------------------------------------------------
 # one-launch reductions: the last program to finish a reduction combines the partials, found by an
-# atomic ticket (the data itself is summed in a fixed order: deterministic)
-
-
-class Tickets:
-    """Per-device int32 counters, zero between calls (the program that takes the last ticket resets
-    its own); allocated on first use, which must be outside CUDA-graph capture (a buffer allocated
-    during capture would belong to the graph's private pool)."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self._by_device: dict[torch.device, torch.Tensor] = {}
-
-    def get(self, device: torch.device) -> torch.Tensor:
-        t = self._by_device.get(device)
-        if t is None:
-            if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-                raise RuntimeError("ticket counters are allocated on the first call, which must not be captured")
-            t = self._by_device[device] = torch.zeros(self.n, dtype=torch.int32, device=device)
-        return t
+# atomic ticket (the data itself is summed in a fixed order: deterministic; counters: base.Tickets)
 
 
 def _pdl_launch(pdl) -> dict:
