@@ -228,3 +228,31 @@ def test_a_bridge_to_eager_is_cached_with_its_baselines_time_and_dropped_with_it
     # A later entry keeps the bridges of baselines it did not time again.
     later = baselines_to_cache(entry, {"eager": 1.1, "cudagraph": 0.4}, set(), True, {})
     assert later["bridges"] == {"compile": [0.5, 0.45, 0.55, 7]} and later["eager"] == 1.0
+
+
+def test_an_import_with_no_compiler_may_take_as_long_as_the_problem_takes_to_build():
+    """A model whose own construction is slow (level 3 #1 on the H200: the reference's setup took
+    113 s) is not a hung import at 60 s; a quick problem keeps the 60 s bound."""
+    from hercules.harness.evaluate import BUILD_IDLE_S, build_idle_s
+
+    assert build_idle_s(4.5) == BUILD_IDLE_S == 60.0
+    assert build_idle_s(113.0) == pytest.approx(226.0)
+
+
+def test_side_by_side_rounds_go_on_while_load_keeps_their_interval_wide():
+    """Seven rounds when their ratios agree; more while load spreads them (the interval's ends
+    further apart than PAIRED_WIDTH_LIMIT), never past PAIRED_ROUNDS_MAX."""
+    from hercules.harness.policy import PAIRED_ROUNDS, PAIRED_ROUNDS_MAX, paired_rounds_enough
+
+    steady = [(1.0, 1.0 + 0.01 * (i % 3)) for i in range(PAIRED_ROUNDS)]
+    assert not paired_rounds_enough(steady[:-1], PAIRED_ROUNDS - 1)
+    assert paired_rounds_enough(steady, PAIRED_ROUNDS)
+    # The loaded 2-core machine: single rounds' ratios from 0.4 to 2.9 around a true 1.0.
+    loaded = [(1.0, r) for r in (0.4, 2.9, 1.0, 1.7, 0.9, 1.1, 1.6)]
+    assert not paired_rounds_enough(loaded, PAIRED_ROUNDS)
+    calmer = loaded + [(1.0, 1.0 + 0.01 * (i % 5)) for i in range(12)]
+    assert paired_rounds_enough(calmer, len(calmer))  # the order statistics close in on the median
+    assert paired_rounds_enough(loaded * 3, PAIRED_ROUNDS_MAX)  # the cap
+    void = [(1.0, 0.0)] * PAIRED_ROUNDS  # every round void: the device stays busy, stop there
+    assert paired_rounds_enough(void, PAIRED_ROUNDS)
+    assert not paired_rounds_enough(void[:4] + steady[:3], PAIRED_ROUNDS)  # three valid: more rounds

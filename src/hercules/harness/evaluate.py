@@ -102,8 +102,17 @@ CALL_FACTOR = 100.0
 # The first call may compile (Triton JIT, torch.compile inside the candidate): it gets this much
 # more, extended while a compiler runs in the sandbox.
 FIRST_CALL_EXTRA_S = 30.0
-# An import that runs no compiler for this long is hung, whatever the build cap.
+# An import that runs no compiler for this long is hung, whatever the build cap; longer for a
+# problem whose own model takes long to build: BUILD_IDLE_PER_SETUP times the reference's setup
+# (which builds the model, its float64 copy and their perturbed versions). On the H200, level 3 #1
+# (three 16384 x 16384 layers) took the reference 113 s, and its own code as the candidate was
+# ended after 60 s with "no build in progress".
 BUILD_IDLE_S = 60.0
+BUILD_IDLE_PER_SETUP = 2.0
+
+
+def build_idle_s(reference_setup_s: float) -> float:
+    return max(BUILD_IDLE_S, BUILD_IDLE_PER_SETUP * reference_setup_s)
 # An evaluation whose one input set, one call's outputs and weights take more than this share of
 # the device's memory runs with no other evaluation in flight: its reference alone holds the inputs,
 # their float64 copies, the outputs and their float64 truth (~6x inputs + outputs at its peak), and
@@ -556,8 +565,9 @@ class _Evaluation:
                                    init_seed=init_seed, perturb_seed=perturb_seed,
                                    trace_lines=bool(scan.conditional))
             # Its failures are build errors (classify.BUILD_OPS).
-            built, _ = self.session.candidate(BuildReply, build, self.options.build_timeout_s, "build",
-                                              idle_s=BUILD_IDLE_S)
+            idle_s = build_idle_s(self.phases.get("reference_setup", 0.0))
+            self.limits["build_idle_s"] = idle_s
+            built, _ = self.session.candidate(BuildReply, build, self.options.build_timeout_s, "build", idle_s=idle_s)
         return BuildResult(ok=True, seconds=built.seconds, cache_key=plan.cache_key, cache_hit=was_cached,
                            language=plan.language, log=self.workers["candidate"].log_tail(2000))
 

@@ -35,7 +35,6 @@ from hercules.harness.policy import (
     EVENTS_RETIMES,
     FRESH_OUTPUTS_WRONG,
     LONG_BURSTS,
-    PAIRED_ROUNDS,
     PARENT_SLACK_MS,
     TIMED_OUTPUTS_WRONG,
     WALL_SLACK_MS,
@@ -55,6 +54,7 @@ from hercules.harness.policy import (
     long_burst_calls,
     output_bytes,
     paired_candidate_first,
+    paired_rounds_enough,
     paired_speedup,
     rounds_after,
     timing_set_seeds,
@@ -401,8 +401,9 @@ class Measurement:
 
     def _side_by_side(self, calls: int, event_ms: float, candidate_hold: float) -> tuple[SideBySide | None, str | None]:
         """The candidate's burst and the baseline's in the same rounds, in alternating order
-        (policy.PAIRED_ROUNDS): the speedup from the per-round ratios, or None with a note saying
-        why; or why the candidate's outputs were refused.
+        (policy.PAIRED_ROUNDS, more while the interval is wide: policy.paired_rounds_enough): the
+        speedup from the per-round ratios, or None with a note saying why; or why the candidate's
+        outputs were refused.
 
         Both sides' bursts hand every call's outputs back, and CHECKED_JUDGED of the candidate's,
         drawn after each reply, are judged: a candidate that tells these rounds from the checks
@@ -418,7 +419,9 @@ class Measurement:
         if why is None:
             draw = secrets.SystemRandom()
             pairs = []
-            for index in range(PAIRED_ROUNDS):
+            index = -1
+            while not paired_rounds_enough(pairs, index + 1):
+                index += 1
                 figures: dict[str, float | None] = {}
                 for side in (("candidate", "baseline") if paired_candidate_first(index) else ("baseline", "candidate")):
                     if side == "candidate":
@@ -445,7 +448,7 @@ class Measurement:
                                   f"interval [{found.low:.3f}, {found.high:.3f}]; ms per call, candidate/"
                                   f"{beside.name}, {calls} calls a burst: {rounds}")
                 return found, None
-            why = f"{beside.void_rounds} of {PAIRED_ROUNDS} rounds void (the candidate not stopped, or the device busy)"
+            why = f"{beside.void_rounds} of {index + 1} rounds void (the candidate not stopped, or the device busy)"
         self.notes.append(f"speedup against {beside.name} not timed side by side: {why}")
         return None, None
 

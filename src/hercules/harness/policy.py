@@ -542,6 +542,30 @@ def bounded_by(bound_ms: float, event_ms: float, wall_figures: Sequence[float | 
 PAIRED_ROUNDS = 7
 PAIRED_ROUNDS_MIN = 5
 PAIRED_COVERAGE = 0.95
+# While the interval after PAIRED_ROUNDS is wider than PAIRED_WIDTH_LIMIT (high over low), more
+# rounds, up to PAIRED_ROUNDS_MAX: load that comes and goes over seconds moves single rounds'
+# ratios far either way, and seven of them put an honest candidate at 1.69x eager once on the
+# loaded 2-core machine (red team skip_in_side_by_side_rounds, whose rounds computed every call).
+# The median of more rounds moves less; the interval narrows as the order statistics close in.
+PAIRED_ROUNDS_MAX = 21
+PAIRED_WIDTH_LIMIT = 1.25
+
+
+def paired_rounds_enough(pairs: Sequence[tuple[float, float]], rounds_run: int) -> bool:
+    """Whether the side-by-side rounds so far are enough: PAIRED_ROUNDS at least, then until the
+    interval of the valid rounds' ratios is within PAIRED_WIDTH_LIMIT, or PAIRED_ROUNDS_MAX run;
+    no further round after PAIRED_ROUNDS that were all void."""
+    if rounds_run >= PAIRED_ROUNDS_MAX:
+        return True
+    if rounds_run < PAIRED_ROUNDS:
+        return False
+    ratios = [base / cand for cand, base in pairs if cand > 0 and base > 0]
+    if not ratios:
+        return True  # every round void (the device kept busy): more of them would be too
+    if len(ratios) < PAIRED_ROUNDS_MIN:
+        return False
+    _median, low, high = median_interval(ratios)
+    return high <= PAIRED_WIDTH_LIMIT * low
 
 
 def paired_candidate_first(round_index: int) -> bool:
