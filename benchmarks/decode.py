@@ -22,6 +22,10 @@ a roofline that counts the KV-cache bytes read (layers x 2 x kv_heads x head_dim
 bytes x batch, at the mean entries of the timed steps) besides the weights. HF static + compile is
 not timed there (its static cache is sized per generate call, recompiled per length).
 
+After each row, the step's budget by region (kernels a step, time, bytes, bandwidth, share of
+the kernel time) and the sum of kernel times against the step's wall time (``bench.region_budget``;
+the row's "budget" in the JSON).
+
 Prints the table and the long-context table; writes every row (with the chosen plan and the
 fidelity record) as JSON to --out, rewritten after each model: every model (and the ablation)
 runs in a process of its own, so one that faults or is cut off loses only itself.
@@ -37,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from hercules.compile.bench import ablation, decode_row, long_context_row
+from hercules.compile.bench import ablation, budget_table, decode_row, long_context_row
 from hercules.compile.presets import build_model
 
 COLUMNS = ("model", "batch", "eager_tok_s", "static_compile_tok_s", "hercules_tok_s", "roofline_tok_s",
@@ -141,6 +145,7 @@ def _child(args) -> None:
             for region, r in row["regions"].items():
                 print(f"    {region:18} x{r['x_per_token']:<3} {_ms(r['chosen_ms'])} ms (fallback "
                       f"{_ms(r['fallback_ms'])})  {r['why'][:90]}", flush=True)
+            print(budget_table(row["budget"]), flush=True)
             Path(args.out).write_text(json.dumps(result, indent=1, default=str))  # rows so far
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
 

@@ -16,6 +16,12 @@ def test_decode_row_on_cpu(tiny_models, cache_dir):
     assert 0 <= row["median_step_max_logit_diff"] <= row["max_logit_diff"] < 1e-3
     assert 0 < row["hercules_roofline_fraction"]
     assert row["regions"]["lm_head"]["x_per_token"] == 1 and row["regions"]["lm_head"]["chosen_ms"] > 0
+    # the step's budget by region: every kernel the plan launches, its bytes and time
+    budget = row["budget"]
+    assert budget["regions"]["lm_head"]["calls"] == 1 and budget["regions"]["lm_head"]["bytes"] > 0
+    check = row["step_check"] or {}  # the step as the plan runs it (the fallback's if the check reverted it)
+    assert budget["kernel_ms"] > 0
+    assert budget["step_wall_ms"] == (check.get("plan_ms") if check.get("kept", True) else check.get("fallback_ms"))
     # the fidelity gate over the same prompt: fp32 HF is the reference itself (KL 0), Hercules float noise
     assert row["kl_hf_same_dtype"] == 0.0 and 0 <= row["kl_hercules"] < 1e-10 and row["fidelity_passed"]
     assert row["fidelity"]["positions"] == 17 and row["fidelity"]["argmax_agreement_hercules"] == 1.0
@@ -62,5 +68,7 @@ def test_decode_script_runs_each_model_in_its_own_process(tmp_path):
     assert result["rows"][0]["token_agreement"] == 1.0
     assert all(r["fidelity_passed"] for r in result["rows"])
     assert "| position |" in p.stdout  # the long-context table
+    assert p.stdout.count(" region calls, ") == 2 and "us of kernel time" in p.stdout  # a budget after each row
+    assert all(r["budget"]["regions"] for r in result["rows"])
     assert result["failed"] == [{"job": "model:no-such-preset", "exit_status": 1}]
     assert not list(tmp_path.glob("*.part.json"))  # merged into --out, then removed

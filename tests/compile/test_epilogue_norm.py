@@ -84,6 +84,7 @@ def test_the_epilogue_fold_is_kept_where_it_beats_both_alternatives_and_decodes_
     assert d["final_norm"].fused_into == "down_proj"
     assert d["residual_rmsnorm"].fused_into is None  # layer 0's input norm still runs it
     assert torch.equal(dec.generate(ids, 12), expect)
+    _check_budget(dec)
     again = _compile(m, cache_dir)
     assert again.plan.cache_hit
     assert sorted(k for k in again.runtime.impls if "+" in k) == ["down_proj+residual_rmsnorm",
@@ -135,3 +136,29 @@ def test_a_slow_epilogue_fold_is_not_kept_and_pins_decide_between_the_two_folds(
         d = _compile(m, cache_dir, use_cache=False, force={pin: "torch"}).plan.decisions
         assert d["down_proj"].fuses == [], pin
         assert (d["o_proj"].fuses == []) == (pin == "residual_rmsnorm"), pin
+
+
+def _check_budget(dec):
+    """The step budget of the plan above (tiny-llama: 3 layers): o_proj and down_proj launch 3
+    kernels each that also move the norm's bytes, the norm kernel runs once (layer 0's input norm),
+    the final norm not at all; the step's totals against a wall time."""
+    from hercules.compile.bench import budget_table, region_budget
+    from hercules.compile.regions import derive_regions
+
+    plan = dec.plan
+    regions = derive_regions(dec.runtime.spec, batch=plan.batch, capacity=plan.capacity)
+    b = region_budget(plan, regions)["regions"]
+    assert "final_norm" not in b and b["residual_rmsnorm"]["calls"] == 1
+    for n in ("o_proj", "down_proj"):
+        assert b[n]["calls"] == 3 and b[n]["ms"] == pytest.approx(3 * 0.011)
+        assert b[n]["bytes"] == 3 * (regions[n].bytes + regions["residual_rmsnorm"].bytes)
+        assert b[n]["gb_s"] == pytest.approx(b[n]["bytes"] / (b[n]["ms"] * 1e6))
+    assert b["qkv_proj"]["calls"] == 3 and b["lm_head"]["calls"] == 1
+    plan.step_check = {"plan_ms": 0.5, "fallback_ms": 0.9, "kept": True}
+    budget = region_budget(plan, regions)
+    assert budget["kernel_ms"] == pytest.approx(sum(r["ms"] for r in budget["regions"].values()))
+    assert sum(r["share"] for r in budget["regions"].values()) == pytest.approx(1.0)
+    assert budget["launch_gap_ms"] == pytest.approx(0.5 - budget["kernel_ms"])
+    assert budget["kernels_per_step"] == sum(r["calls"] for r in budget["regions"].values())
+    text = budget_table(budget)
+    assert "o_proj" in text and f"{budget['kernels_per_step']} region calls" in text and "wall 500.0 us" in text

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from .fidelity import measure_fidelity, release
-from .regions import ModelSpec, dtype_from_name, model_spec, roofline_tok_s, weight_bytes
+from .regions import ModelSpec, Region, derive_regions, dtype_from_name, model_spec, roofline_tok_s, weight_bytes
 
 H200_COPY_BW = 4.24e12  # docs/design.md: measured device copy rate, bytes/s
 
@@ -158,6 +158,60 @@ def _plan_into(row: dict[str, Any], dec) -> None:
     row["regions"] = {k: {"x_per_token": d.count_per_token, "chosen_ms": d.chosen_ms, "fallback_ms": d.fallback_ms,
                           "why": d.why} for k, d in dec.plan.decisions.items()}
     row["step_check"] = dec.plan.step_check
+    row["budget"] = region_budget(dec.plan, derive_regions(dec.runtime.spec, batch=dec.plan.batch,
+                                                           capacity=dec.plan.capacity))
+
+
+def region_budget(plan, regions: dict[str, Region]) -> dict[str, Any]:
+    """The step's budget by region, from the plan: per region the kernels it launches a step
+    (``calls``: a region whose work runs inside another's kernel has none; the norm kernel loses
+    the calls projections took into their own), the time they take (calls x the chosen candidate's
+    time, measured alone in a graph over distinct layers' weights), the bytes they move (a fused
+    candidate's own plus those of the regions it does; attention at the full cache capacity), the
+    bandwidth that makes, and the share of the step; then the sum of those kernel times against the
+    step's wall time as the step check measured it (the whole graphed step), the difference being
+    the launch gaps and whatever isolated timing misses."""
+    decisions = plan.decisions
+    calls = {n: 0 if d.fused_into else d.count_per_token for n, d in decisions.items()}
+    for n, d in decisions.items():
+        if "residual_rmsnorm" in d.fuses and n in regions and "residual_rmsnorm" in calls and not d.fused_into:
+            # down_proj's last call applies the final norm (its own region), not a layer's input norm
+            took = d.count_per_token - (1 if regions[n].kind == "down_proj" else 0)
+            calls["residual_rmsnorm"] = max(0, calls["residual_rmsnorm"] - took)
+    rows: dict[str, dict[str, Any]] = {}
+    for n, d in decisions.items():
+        if n not in regions or not calls[n] or d.chosen_ms is None:
+            continue
+        nbytes = regions[n].bytes + sum(regions[k].bytes for k in d.fuses if k in regions)
+        ms = calls[n] * d.chosen_ms
+        rows[n] = {"implementation": d.implementation, "calls": calls[n], "ms": ms, "bytes": calls[n] * nbytes,
+                   "gb_s": calls[n] * nbytes / (ms * 1e6) if ms > 0 else None}
+    kernel_ms = sum(r["ms"] for r in rows.values())
+    check = plan.step_check or {}
+    wall = check.get("plan_ms") if check.get("kept", True) else check.get("fallback_ms")
+    for r in rows.values():
+        r["share"] = r["ms"] / kernel_ms if kernel_ms > 0 else None
+        r["share_of_wall"] = r["ms"] / wall if wall else None
+    return {"regions": rows, "kernels_per_step": sum(r["calls"] for r in rows.values()), "kernel_ms": kernel_ms,
+            "bytes": sum(r["bytes"] for r in rows.values()), "step_wall_ms": wall,
+            "launch_gap_ms": wall - kernel_ms if wall is not None else None,
+            "kernel_fraction_of_wall": kernel_ms / wall if wall else None}
+
+
+def budget_table(budget: dict[str, Any]) -> str:
+    """``region_budget`` as text: one line per region, then the step's totals."""
+    lines = [f"    {'region':18} {'calls':>7} {'us/step':>9} {'MB/step':>9} {'GB/s':>7} {'share':>6}  implementation"]
+    for n, r in sorted(budget["regions"].items(), key=lambda kv: -kv[1]["ms"]):
+        bw = f"{r['gb_s']:.0f}" if r["gb_s"] is not None else "-"
+        lines.append(f"    {n:18} {r['calls']:7d} {r['ms'] * 1e3:9.1f} {r['bytes'] / 1e6:9.2f} {bw:>7} "
+                     f"{r['share']:6.1%}  {r['implementation'][:60]}")
+    wall = budget["step_wall_ms"]
+    # a call is one kernel for the Triton / CUDA candidates; a PyTorch one may launch several
+    lines.append(f"    step: {budget['kernels_per_step']} region calls, {budget['kernel_ms'] * 1e3:.1f} us of kernel time, "
+                 f"{budget['bytes'] / 1e6:.1f} MB; wall " + (
+                     f"{wall * 1e3:.1f} us (kernels {budget['kernel_fraction_of_wall']:.1%} of it, launch gaps "
+                     f"{budget['launch_gap_ms'] * 1e3:.1f} us)" if wall is not None else "not measured"))
+    return "\n".join(lines)
 
 
 def _fidelity_into(row: dict[str, Any], model, dec, ids, new_tokens: int) -> None:
