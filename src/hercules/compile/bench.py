@@ -155,8 +155,10 @@ def _plan_into(row: dict[str, Any], dec) -> None:
     row["plan"] = dec.plan.implementations()
     # Where a step's time goes: per region, calls per token and the chosen / fallback times as
     # measured in isolation (their weighted sum against the step check shows the launch gaps).
+    # (with the fused candidates' own times, chosen or not: what each fusion cost where it lost)
     row["regions"] = {k: {"x_per_token": d.count_per_token, "chosen_ms": d.chosen_ms, "fallback_ms": d.fallback_ms,
-                          "why": d.why} for k, d in dec.plan.decisions.items()}
+                          "why": d.why, "fused_tried": [[t.id, t.status, t.median_ms] for t in d.tried if t.fuses]}
+                      for k, d in dec.plan.decisions.items()}
     row["step_check"] = dec.plan.step_check
     row["budget"] = region_budget(dec.plan, derive_regions(dec.runtime.spec, batch=dec.plan.batch,
                                                            capacity=dec.plan.capacity))
