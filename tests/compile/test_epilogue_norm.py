@@ -162,3 +162,41 @@ def _check_budget(dec):
     assert budget["kernels_per_step"] == sum(r["calls"] for r in budget["regions"].values())
     text = budget_table(budget)
     assert "o_proj" in text and f"{budget['kernels_per_step']} region calls" in text and "wall 500.0 us" in text
+
+
+_WIDE_ROWS = """
+import json, torch
+from hercules.compile import reference as ref
+from hercules.compile.templates import triton_kernels as k
+g = torch.Generator().manual_seed(0)
+out = []
+for dtype in (torch.float32, torch.bfloat16):
+    # N 2304: three 1024-wide passes of the normalising program, the last one masked; K 96: a
+    # masked second K tile; 9 column tiles of 256 take the tickets
+    x, w = torch.randn(3, 96, generator=g).to(dtype), (torch.randn(2304, 96, generator=g) * 0.1).to(dtype)
+    r, nw = torch.randn(3, 2304, generator=g).to(dtype), (1 + 0.5 * torch.randn(2304, generator=g)).to(dtype)
+    t = k.Tickets(1)
+    expect = ref.then_norm(ref.linear)(x, w, r, nw, 1e-5)
+    for call in range(2):  # the second call sees the counter the first one reset
+        got = k.gemv_add_rmsnorm(x, w, r, nw, 1e-5, BLOCK_N=256, BLOCK_K=64, num_warps=4, tickets=t)
+        ok, err, msg = ref.compare(list(got), list(expect), dtype)
+        out.append(dict(dtype=str(dtype), call=call, ok=ok, err=err, msg=msg, ticket=int(t.get(x.device)[0])))
+print(json.dumps(out))
+"""
+
+
+def test_the_normalising_program_covers_rows_wider_than_one_pass_under_interpreter():
+    """triton_gemv_add_rmsnorm's last program normalises rows wider than its 1024-column pass (the
+    Llama / Qwen3 hidden sizes take two to four passes; the self-check's tiny models one), called
+    twice on one ticket counter, fp32 and bf16, against the reference."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    p = subprocess.run([sys.executable, "-c", _WIDE_ROWS], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(out) == 4 and all(r["ok"] and r["ticket"] == 0 for r in out), out
