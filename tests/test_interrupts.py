@@ -123,7 +123,9 @@ def test_a_stopped_bench_keeps_what_finished_and_a_rerun_finishes_every_row(tmp_
     assert 1 <= summary["evaluations"] < len(NAMES), summary
     assert (run_dir / "report.html").is_file() and (run_dir / "summary.md").is_file()
     statuses = _stored_statuses(run_dir)
-    assert statuses and set(statuses) == {"ok"}, statuses  # the one in flight left no row at all
+    # The one in flight left no row at all; a finished row is the honest candidate's: ok, or (a host
+    # so loaded that an honest time reads as skipped calls) held and flagged, as in the rerun below.
+    assert statuses and set(statuses) <= {"ok", "suspicious"}, statuses
     assert len(_verdict_files(run_dir)) == summary["evaluations"]
 
     rerun = subprocess.run(_bench_args(tmp_path), capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=600)

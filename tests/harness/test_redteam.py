@@ -84,6 +84,11 @@ _BATCHED: dict[str, tuple[str | None, dict[str, str]]] = {
     "test_other_processes_memory_is_out_of_reach": ("read_other_memory.py", {}),
     "test_bombs_end_as_the_candidates_failure": (None, {"HERCULES_SANDBOX_MEMORY_GB": "2"}),
 }
+BATCHED_RUNS = 14  # the evaluations of those tests (the parametrized ones once per candidate)
+# The first of them to run waits for the whole batch in its set-up: pytest-timeout's 600 s is the
+# bound of one test, not of 14 evaluations (on a CI run with other suites beside it the batch took
+# over 600 s, and every batched test errored). Each evaluation is bounded by LIMIT_S itself.
+_WAITS_FOR_THE_BATCH = pytest.mark.timeout((LIMIT_S + 60) * BATCHED_RUNS)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +111,7 @@ def batched(request, tmp_path_factory, device, shared_cache) -> dict[str, tuple[
     folder = tmp_path_factory.mktemp(f"redteam-{device}")
     runs = {name: cli_batch.Run(_args(name, device), folder, {"HERCULES_CACHE_DIR": str(shared_cache), **env})
             for name, env in wanted.items()}
+    assert len(runs) <= BATCHED_RUNS, "BATCHED_RUNS bounds the batch's wait"
     return cli_batch.run_all(runs, folder / "runs", timeout=(LIMIT_S + 60) * max(1, len(runs)))
 
 
@@ -156,6 +162,7 @@ def honest(batched, device) -> dict:
     return verdict
 
 
+@_WAITS_FOR_THE_BATCH
 @pytest.mark.slow
 def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
     assert honest["status"] == "ok" and honest["flags"] == [], honest.get("error")
@@ -170,6 +177,7 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
         assert set(honest["sandbox"]["cgroups"]) == usable, honest["sandbox"]
 
 
+@_WAITS_FOR_THE_BATCH
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["forged_timing_python.py", "forged_reply_encoder.py", "forged_reply_cpp.py",
                                   "content_cache.py", "skip_every_other.py", "skip_with_protocol_knowledge.py",
@@ -213,6 +221,7 @@ def test_skipping_the_calls_that_are_not_judged_is_caught_without_the_static_sca
     _caught_or_not_faster(verdict.to_json())
 
 
+@_WAITS_FOR_THE_BATCH
 @pytest.mark.slow
 def test_outputs_in_a_pack_that_could_still_change_are_a_forged_reply(batched, device):
     verdict, _ = _eval_batched("unsealed_outputs.py", batched, device)
@@ -223,6 +232,7 @@ def test_outputs_in_a_pack_that_could_still_change_are_a_forged_reply(batched, d
     assert "pack was refused" in verdict["error"] and expected in verdict["error"], verdict["error"]
 
 
+@_WAITS_FOR_THE_BATCH
 @pytest.mark.slow
 def test_a_destination_kept_writable_after_the_reply_is_a_forged_reply(batched, device):
     verdict, _ = _eval_batched("destination_kept_writable.py", batched, device)
@@ -253,6 +263,7 @@ def test_run_folder_store_and_caches_cannot_be_edited(tmp_path, device):
     assert eager == pytest.approx(verdict["baselines_ms"]["eager"], rel=1e-6)
 
 
+@_WAITS_FOR_THE_BATCH
 @pytest.mark.slow
 def test_other_processes_memory_is_out_of_reach(batched, device):
     verdict, _ = _eval_batched("read_other_memory.py", batched, device)
@@ -296,6 +307,7 @@ def test_hung_forward_is_a_timeout_at_its_first_calls_allowance_scaled_down(shar
     assert seconds < limits["first_call_s"] + 60, f"took {seconds:.0f} s"
 
 
+@_WAITS_FOR_THE_BATCH
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fork_bomb.py", "memory_bomb.py"])
 def test_bombs_end_as_the_candidates_failure(name, batched, device):

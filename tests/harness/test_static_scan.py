@@ -178,6 +178,7 @@ def test_fast_on_a_large_file():
     block = (CORPUS / "honest" / "matmul_blocked.py").read_text()
     big = "\n".join(block.replace("ModelNew", f"ModelNew{i}").replace("_block_size", f"_block_size{i}")
                     for i in range(100))
-    start = time.perf_counter()
+    # The scan's own CPU time (one thread): what it costs whatever else the host runs (~1 s).
+    start = time.thread_time()
     assert scan_candidate(big) == []
-    assert time.perf_counter() - start < 5.0
+    assert time.thread_time() - start < 5.0
