@@ -65,10 +65,6 @@ class Beside:
         self._calls = max(1, calls)
         return None
 
-    @property
-    def calls(self) -> int:
-        return self._calls
-
     def burst(self) -> float | None:
         """One burst of the baseline with every process of the candidate stopped: its per-call ms,
         None when the round is void (the candidate could not be stopped, or the device stayed busy)."""
@@ -151,12 +147,13 @@ class Beside:
         return False
 
 
-def trusted_burst_ms(session: Session, transfers: Transfers, name: str, calls: int, seed: int) -> float:
+def trusted_burst_ms(session: Session, transfers: Transfers, name: str, calls: int, seed: int,
+                     timeout_s: float = 900.0) -> float:
     """One burst of the reference worker's baseline ``name`` on the parent's clock, its last outputs
     in the reply: the per-call time, the calibrated round trip taken off."""
     overhead_ms = transfers.overhead_ms()
     with transfers.destination(1) as destination, collector.timed() as clock:
         reply = session.call("reference", requests.Burst(name=name, calls=calls, seed=seed, **destination.fields()),
-                             900.0, f"baseline {name}", destination.fds())
+                             timeout_s, f"baseline {name}", destination.fds())
     close_fds(reply.get("_fds") or [])
     return max(0.0, clock.ms - overhead_ms) / calls

@@ -206,8 +206,8 @@ def _speedups(times: Mapping[str, float | None], cand_ms: float | None,
         if name in ratios:
             ratios[name] = paired.speedup
             intervals[name] = (paired.low, paired.high)
+    through = side_by_side.get("eager")
     for name, bridge in (bridges or {}).items():
-        through = side_by_side.get("eager")
         if name in ratios and name not in side_by_side and through is not None:
             ratios[name] = bridge.speedup * through.speedup
             intervals[name] = (bridge.low * through.low, bridge.high * through.high)

@@ -113,6 +113,8 @@ BUILD_IDLE_PER_SETUP = 2.0
 
 def build_idle_s(reference_setup_s: float) -> float:
     return max(BUILD_IDLE_S, BUILD_IDLE_PER_SETUP * reference_setup_s)
+
+
 # An evaluation whose one input set, one call's outputs and weights take more than this share of
 # the device's memory runs with no other evaluation in flight: its reference alone holds the inputs,
 # their float64 copies, the outputs and their float64 truth (~6x inputs + outputs at its peak), and
@@ -892,7 +894,8 @@ class _Evaluation:
             event_ms = float(raw["timing"]["median_ms"])
             calls = burst_calls(max(event_ms, 1e-4), transfers.overhead_ms(), 1)
             # As the candidate's long burst: the faster counts.
-            wall_ms = min(trusted_burst_ms(self.session, transfers, name, calls, trials.seeds[0])
+            wall_ms = min(trusted_burst_ms(self.session, transfers, name, calls, trials.seeds[0],
+                                           max(opts.run_timeout_s, 900.0))
                           for _ in range(LONG_BURSTS))
             figures.append(max(event_ms, wall_ms))
             if baseline_confirmed(self.device.type, name, event_ms, wall_ms):

@@ -419,9 +419,8 @@ class Measurement:
         if why is None:
             draw = secrets.SystemRandom()
             pairs = []
-            index = -1
-            while not paired_rounds_enough(pairs, index + 1):
-                index += 1
+            index = 0
+            while not paired_rounds_enough(pairs, index):
                 figures: dict[str, float | None] = {}
                 for side in (("candidate", "baseline") if paired_candidate_first(index) else ("baseline", "candidate")):
                     if side == "candidate":
@@ -440,6 +439,7 @@ class Measurement:
                             return None, None
                 if figures["baseline"] is not None:
                     pairs.append((figures["candidate"], figures["baseline"]))
+                index += 1
             found = paired_speedup(pairs, candidate_hold, calls)
             if found is not None:
                 rounds = ", ".join(f"{cand:.4g}/{base:.4g}" for cand, base in found.pairs)
@@ -448,7 +448,7 @@ class Measurement:
                                   f"interval [{found.low:.3f}, {found.high:.3f}]; ms per call, candidate/"
                                   f"{beside.name}, {calls} calls a burst: {rounds}")
                 return found, None
-            why = f"{beside.void_rounds} of {index + 1} rounds void (the candidate not stopped, or the device busy)"
+            why = f"{beside.void_rounds} of {index} rounds void (the candidate not stopped, or the device busy)"
         self.notes.append(f"speedup against {beside.name} not timed side by side: {why}")
         return None, None
 

@@ -559,13 +559,18 @@ def paired_rounds_enough(pairs: Sequence[tuple[float, float]], rounds_run: int) 
         return True
     if rounds_run < PAIRED_ROUNDS:
         return False
-    ratios = [base / cand for cand, base in pairs if cand > 0 and base > 0]
+    ratios = paired_ratios(pairs)
     if not ratios:
         return True  # every round void (the device kept busy): more of them would be too
     if len(ratios) < PAIRED_ROUNDS_MIN:
         return False
     _median, low, high = median_interval(ratios)
     return high <= PAIRED_WIDTH_LIMIT * low
+
+
+def paired_ratios(pairs: Sequence[tuple[float, float]]) -> list[float]:
+    """Baseline over candidate for each valid round of (candidate ms, baseline ms) figures."""
+    return [base / cand for cand, base in pairs if cand > 0 and base > 0]
 
 
 def paired_candidate_first(round_index: int) -> bool:
@@ -600,7 +605,7 @@ def paired_speedup(pairs: Sequence[tuple[float, float]], candidate_hold: float, 
     long bursts (at least 1): a candidate held to its judged passes gains nothing from bursts that
     skip work, and the same code on both sides reads 1. None with fewer than PAIRED_ROUNDS_MIN
     valid rounds."""
-    ratios = [base / cand for cand, base in pairs if cand > 0 and base > 0]
+    ratios = paired_ratios(pairs)
     if len(ratios) < PAIRED_ROUNDS_MIN:
         return None
     scale = 1.0 / max(1.0, candidate_hold)

@@ -673,7 +673,8 @@ class ReferenceWorker(PackEnds):
         # Baselines over the same seeds share one copy of the sets (trusted code on both): eager
         # stays prepared while the others are timed against it in the same rounds, and a second
         # copy of sixteen rotation sets would double the worker's largest allocation.
-        sets = next((held for _fn, held, seeds in self._prepared() if seeds == tuple(request.seeds)), None)
+        sets = next((self.baselines[other][1] for other, seeds in self.baseline_seeds.items()
+                     if seeds == tuple(request.seeds) and other in self.baselines), None)
         if sets is None:
             sets = _timing.rotation_sets([tuple(self._inputs(s)) for s in request.seeds], self.device)
         reply: dict[str, Any] = {}
@@ -692,9 +693,6 @@ class ReferenceWorker(PackEnds):
         self.baselines[name] = (fn, sets)
         self.baseline_seeds[name] = tuple(request.seeds)
         return reply
-
-    def _prepared(self) -> list[tuple[Callable[..., Any], list[tuple], tuple[int, ...]]]:
-        return [(fn, sets, self.baseline_seeds.get(name, ())) for name, (fn, sets) in self.baselines.items()]
 
     def _choose_expert(self, op: str, seed: int, sets: list[tuple]) -> tuple[Callable[..., Any] | None, dict[str, Any]]:
         """The fastest implementation of ``op`` that is correct against this problem's float64

@@ -111,12 +111,11 @@ def footprint(code: str, name: str, forward: bool = False, limit_s: float = FORW
                 if isinstance(model, torch.nn.Module) else 0
             if not forward:
                 return Footprint(name, inputs, weights)
+            _warm_meta()
             if not count_flops:
-                _warm_meta()
                 with torch.no_grad(), _Deadline(limit_s):
                     outputs = model(*args)
                 return Footprint(name, inputs, weights, tensor_bytes(outputs))
-            _warm_meta()
             _warm_flop_counter()
             with torch.no_grad(), FlopCounterMode(display=False) as counter, _Deadline(limit_s):
                 outputs = model(*args)
