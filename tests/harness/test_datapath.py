@@ -66,6 +66,39 @@ def test_unsealed_or_undersized_packs_and_lying_layouts_are_refused():
         PackLayout.from_message({"slots": [[[4], "os.system", 0, 16]], "values": [None], "size": 64})
 
 
+def test_a_transposed_output_travels_in_its_own_memory_order_and_keeps_its_layout():
+    base = torch.randn(3, 4, 5)
+    permuted = base.permute(2, 0, 1)  # dense, not contiguous: a conv's output returned as a view
+    sliced = torch.randn(6, 8)[:, :4]  # gaps between rows: packed row-major as before
+    fd, layout = write_pack([permuted, sliced, base], keep_layout=True)
+    slots = PackLayout.from_message(layout.to_message()).slots
+    assert slots[0].strides == permuted.stride() and slots[1].strides is None and slots[2].strides is None
+    with MappedPack(fd, PackLayout.from_message(layout.to_message())) as pack:
+        # The pack holds the permuted tensor's storage as it lies in memory: no transposing copy.
+        raw = pack._bytes()[slots[0].offset:slots[0].offset + slots[0].nbytes].view(torch.float32)
+        assert torch.equal(raw, base.reshape(-1))
+        back = pack.values()
+        targets = [torch.empty(5, 3, 4), torch.empty(6, 4), torch.empty(3, 4, 5)]
+        pack.copy_into(targets)
+    os.close(fd)
+    assert back[0].stride() == permuted.stride() and torch.equal(back[0], permuted)
+    assert torch.equal(back[1], sliced) and torch.equal(back[2], base)
+    assert all(torch.equal(t, v) for t, v in zip(targets, [permuted, sliced, base]))
+    # Without keep_layout (inputs) every tensor is row-major, as a receiver of inputs expects.
+    fd, layout = write_pack([permuted])
+    assert layout.slots[0].strides is None and torch.equal(read_pack(fd, layout)[0], permuted)
+    os.close(fd)
+
+
+def test_strides_from_another_process_that_reach_outside_their_slot_are_refused():
+    # 2 x 3 floats (24 bytes) whose strides would address element 1 + 2 * 10 = 21
+    for strides in ([10, 1], [1, -2], [1]):
+        with pytest.raises(PackError, match="strides"):
+            PackLayout.from_message({"slots": [[[2, 3], "float32", 0, 24, strides]], "values": [None], "size": 64})
+    assert PackLayout.from_message({"slots": [[[2, 3], "float32", 0, 24, [1, 2]]], "values": [None],
+                                    "size": 64}).slots[0].strides == (1, 2)
+
+
 def test_descriptors_announced_but_never_sent_time_out():
     ours, theirs = Pipe(duplex=True)
     with pytest.raises(PackError, match="no descriptors"):

@@ -186,3 +186,19 @@ def test_a_layout_claiming_more_than_the_allocation_is_refused():
                 pack.values("cuda")
     finally:
         os.close(fd)
+
+
+@pytest.mark.gpu
+def test_a_transposed_output_crosses_in_its_own_layout_without_a_transposing_copy():
+    base = torch.randn(16, 64, 30, device="cuda")
+    permuted = base.transpose(1, 2)  # a conv output handed back as a view (CUDA-L1 level 1 #59)
+    fd, layout = device_pack.write_device_pack([permuted, base], "cuda", keep_layout=True)
+    layout = PackLayout.from_message(layout.to_message())
+    assert layout.slots[0].strides == permuted.stride() and layout.slots[1].strides is None
+    with open_pack(fd, layout, "cuda") as pack:
+        got = pack.values("cuda")
+        into = [torch.empty(16, 30, 64, device="cuda"), torch.empty_like(base)]
+        pack.copy_into(into)
+    os.close(fd)
+    assert got[0].stride() == permuted.stride() and torch.equal(got[0], permuted) and torch.equal(got[1], base)
+    assert torch.equal(into[0], permuted) and torch.equal(into[1], base)

@@ -68,6 +68,16 @@ def test_passes_are_capped_by_their_input_bytes_and_seen_calls_by_output_bytes()
                            out_bytes=MB).seen_calls == BURST_TARGET_MS  # 60 calls of 1 ms
 
 
+def test_a_pass_hands_back_no_more_outputs_than_the_total_a_round_may_move():
+    # CUDA-L1's 7_Matmul_with_small_K_dimension on the H200: 4 MB of inputs and a 1 GB output a
+    # call. Bounded by the inputs alone a pass took 64 calls: one 64 GB pack of outputs.
+    plan = fresh_pass_plan("cuda", sets=1, per_call_ms=0.3, set_bytes=4 * MB, out_bytes=1024 * MB)
+    assert plan.calls == FRESH_TOTAL_BYTES // (1024 * MB) == 1
+    plan = fresh_pass_plan("cuda", sets=1, per_call_ms=0.01, set_bytes=MB, out_bytes=64 * MB)
+    assert plan.calls == FRESH_TOTAL_BYTES // (64 * MB) == 16
+    assert plan.calls * 64 * MB <= FRESH_TOTAL_BYTES
+
+
 def test_rounds_shrink_when_the_passes_are_far_slower_than_planned_but_not_below_the_least():
     plan = fresh_pass_plan("cpu", sets=3, per_call_ms=0.07, set_bytes=MB, out_bytes=MB)
     # A result cache: 32 calls of 38 ms, not of 0.07 ms (a red-team evaluation took 133 s before)

@@ -191,13 +191,15 @@ def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def write_device_pack(values: Sequence[Any], device: torch.device | str) -> tuple[int, PackLayout]:
-    """An exported allocation on ``device`` holding ``values`` (tensors as raw contiguous bytes);
+def write_device_pack(values: Sequence[Any], device: torch.device | str,
+                      keep_layout: bool = False) -> tuple[int, PackLayout]:
+    """An exported allocation on ``device`` holding ``values`` (tensors as raw contiguous bytes, or
+    with ``keep_layout`` a dense tensor's bytes in its own memory order: ``datapath.dense_strides``);
     returns (fd, layout). This process keeps no mapping or handle of it once the call returns."""
     device = torch.device(device)
     index = _index(device)
     drv = driver()
-    slots, plain, used = plan_slots(values)
+    slots, plain, used = plan_slots(values, keep_layout)
     grain = drv.granularity(index)
     size = max(grain, (used + grain - 1) // grain * grain)  # cuMemCreate/cuMemMap take whole granules
     torch.cuda.synchronize(device)  # the values must be complete before their bytes are copied
@@ -208,7 +210,10 @@ def write_device_pack(values: Sequence[Any], device: torch.device | str) -> tupl
             for value, slot in zip(values, slots):
                 if slot is None or slot.nbytes == 0:
                     continue
-                source = value.detach().to(device).contiguous()
+                source = value.detach().to(device)
+                if slot.strides is None or tuple(source.stride()) != slot.strides:
+                    source = source.contiguous() if slot.strides is None else \
+                        torch.empty_strided(slot.shape, slot.strides, dtype=source.dtype, device=device).copy_(source)
                 drv.copy(ptr + slot.offset, source.data_ptr(), slot.nbytes)
                 del source
             torch.cuda.synchronize(device)  # device-to-device copies do not wait for the host
@@ -250,10 +255,7 @@ class DevicePack:
             if slot is None:
                 out.append(value)
                 continue
-            tensor = torch.empty(slot.shape, dtype=dtype_of(slot.dtype), device=self.device)
-            if slot.nbytes:
-                self.drv.copy(tensor.data_ptr(), self.ptr + slot.offset, slot.nbytes)
-            out.append(tensor)
+            out.append(self._tensor(slot))
         torch.cuda.synchronize(self.device)  # copied out before the mapping can go
         if target != self.device:
             out = [v.to(target) if isinstance(v, torch.Tensor) else v for v in out]
@@ -267,8 +269,20 @@ class DevicePack:
             if slot is not None and slot.nbytes and dst is not None:
                 if dst.device.type != "cuda" or (dst.device.index if dst.device.index is not None else 0) != self.index:
                     raise PackError(f"a place on {dst.device} for a pack on cuda:{self.index}")
-                self.drv.copy(dst.data_ptr(), self.ptr + slot.offset, slot.nbytes)
+                if slot.strides is None:
+                    self.drv.copy(dst.data_ptr(), self.ptr + slot.offset, slot.nbytes)
+                else:
+                    dst.copy_(self._tensor(slot))
         torch.cuda.synchronize(self.device)
+
+    def _tensor(self, slot: TensorSlot) -> torch.Tensor:
+        """A slot's tensor copied out into this process's own memory, in the sender's layout."""
+        dtype = dtype_of(slot.dtype)
+        tensor = torch.empty(slot.shape, dtype=dtype, device=self.device) if slot.strides is None else \
+            torch.empty_strided(slot.shape, slot.strides, dtype=dtype, device=self.device)
+        if slot.nbytes:
+            self.drv.copy(tensor.data_ptr(), self.ptr + slot.offset, slot.nbytes)
+        return tensor
 
     def close(self) -> None:
         if self.ptr is None:

@@ -294,7 +294,8 @@ def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: 
     A pass of a few calls carries the round trip's jitter whole (on the loaded 2-core CPU an honest
     3-call pass read 10.6 and 16.7 ms per call against 0.11 ms in the long burst), so a pass has as
     many calls (each on its own never-seen set) as make BURST_TARGET_MS, up to FRESH_PASS_CALLS (by
-    device) and FRESH_PASS_BYTES of inputs; the first ``sets`` go into the timing buffers.
+    device), FRESH_PASS_BYTES of inputs and FRESH_TOTAL_BYTES of outputs; the first ``sets`` go
+    into the timing buffers.
 
     The pass on values just seen goes round those buffers as often as the fresh pass has calls:
     with one call per buffer (3 on the CPU) its figure carried the round trip's noise over 3 calls,
@@ -309,7 +310,11 @@ def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: 
     round is taken (a slow round is measured again before it counts, as always)."""
     set_bytes = max(1, set_bytes)
     calls = int(min(FRESH_PASS_CALLS.get(device_type, 32), max(sets, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3)))))
-    calls = max(1, min(calls, FRESH_PASS_BYTES // set_bytes))
+    # Every call's outputs come back in one pack: no more than FRESH_TOTAL_BYTES of them. Bounded
+    # by the inputs alone, a pass of KernelBench 7_Matmul_with_small_K_dimension (4 MB of inputs,
+    # a 1 GB output, as released by CUDA-L1) asked for 64 calls, 64 GB in one pack: past the
+    # device's memory and the sandbox's file-size limit, a harness error on the H200.
+    calls = max(1, min(calls, FRESH_PASS_BYTES // set_bytes, FRESH_TOTAL_BYTES // max(1, out_bytes)))
     seen_calls = calls
     if calls < JUDGED_MIN_CALLS:
         out_cap = CHECKED_OUTPUT_BYTES.get(device_type, 64 << 20) // max(1, out_bytes)

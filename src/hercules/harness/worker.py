@@ -179,7 +179,9 @@ class PackEnds:
                 return {**fields, "layout": layout.to_message(), "types": types, "fds": 0, "into": True,
                         "pack_ms": (_perf_counter() - started) * 1e3}
         plain = [o if type(o) is torch.Tensor else None for o in outs]
-        fd, layout = write_pack(plain, "outputs", self.medium, self.device)
+        # Outputs keep their layout: a transposed result is not made contiguous inside the burst
+        # the parent times (datapath.dense_strides).
+        fd, layout = write_pack(plain, "outputs", self.medium, self.device, keep_layout=True)
         # Reported for diagnosis only (the parent's calibration is its own): how long the packing
         # took in this process.
         pack_ms = (_perf_counter() - started) * 1e3
