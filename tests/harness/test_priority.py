@@ -79,3 +79,33 @@ def test_without_the_privilege_nothing_changes_and_it_says_so(tree):
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "False"
     assert {os.getpriority(os.PRIO_PROCESS, t) for t in _all_threads(tree.pid)} == {os.getpriority(os.PRIO_PROCESS, 0)}
+
+
+def test_a_workers_cpu_group_is_weighted_as_one_boosted_task_while_measuring_and_back_after(tree):
+    from hercules.harness.sandbox import DEFAULT_CPU_SHARES, CpuGroup, cpu_weight_settings
+
+    group = CpuGroup.make("test")
+    if group is None:
+        pytest.skip("this host lets this process make no cpu cgroup")
+    try:
+        assert group.add(tree.pid)
+        assert str(tree.pid) in (group.path / "cgroup.procs").read_text().split()
+
+        def shares() -> dict[str, str]:
+            return {key: (group.path / key).read_text().strip() for key in cpu_weight_settings(1)
+                    if (group.path / key).exists()}
+
+        assert shares() == {k: v for k, v in cpu_weight_settings(DEFAULT_CPU_SHARES).items() if k in shares()}
+        with priority.boosted([tree.pid], include_current_thread=False, groups=[group]):
+            assert shares() == {k: v for k, v in cpu_weight_settings(priority.BOOST_SHARES).items() if k in shares()}
+        assert shares() == {k: v for k, v in cpu_weight_settings(DEFAULT_CPU_SHARES).items() if k in shares()}
+    finally:
+        for pid in reversed(priority.descendants(tree.pid)):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        tree.wait()
+        _wait_for(lambda: not (group.path / "cgroup.procs").read_text().split())
+        group.remove()
+    assert not group.path.exists()

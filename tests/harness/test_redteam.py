@@ -175,6 +175,8 @@ def test_honest_control_is_ok_with_no_flag_and_its_sandbox_is_recorded(honest):
     usable = {c for c in ("pids", "memory", "cpu") if os.geteuid() == 0 and _own_cgroup(c) is not None}
     if honest["sandbox"]["mechanism"].startswith("bubblewrap"):
         assert set(honest["sandbox"]["cgroups"]) == usable, honest["sandbox"]
+        # The reference worker competes for the CPU as a group of the same weight, like the sandbox.
+        assert honest["sandbox"].get("reference_cpu_group", False) == ("cpu" in usable), honest["sandbox"]
 
 
 @_WAITS_FOR_THE_BATCH

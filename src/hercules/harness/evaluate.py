@@ -83,6 +83,7 @@ from hercules.harness.records import (
     to_jsonable,
 )
 from hercules.harness.roofline import floor_bytes, sol_figures
+from hercules.harness.sandbox import DEFAULT_CPU_SHARES, CpuGroup
 from hercules.harness.session import (
     Abort,
     Deadlines,
@@ -310,6 +311,26 @@ class _Evaluation:
         self.limits: dict[str, float] = {"build_s": options.build_timeout_s, "build_idle_s": BUILD_IDLE_S}
         self.sandbox_info: dict[str, Any] | None = None
         self.datapath = "memfd"  # reported in the verdict; chosen by ``_choose_datapath``
+        self.cpu_groups: list[CpuGroup] = []  # the reference's and the sandbox's, weighted alike
+
+    def _group_reference(self) -> None:
+        """Where the candidate's sandbox is one cpu cgroup, the reference worker goes into a
+        cgroup of its own beside it, at the same weight (both raised alike while a measurement
+        holds the device): the two sides of a side-by-side round then get the same share of a
+        loaded host (``sandbox.CpuGroup``)."""
+        box = getattr(self.workers.get("candidate"), "sandbox", None)
+        theirs = getattr(box, "cpu_group", None)
+        if theirs is None:
+            return
+        ours = CpuGroup.make("reference")
+        if ours is None:
+            return
+        if not ours.add(self.workers["reference"].process.pid):
+            ours.remove()
+            return
+        self.cpu_groups = [ours, theirs]
+        if self.sandbox_info is not None:
+            self.sandbox_info["reference_cpu_group"] = True  # said in the verdict
 
     # ---- bookkeeping ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -323,7 +344,8 @@ class _Evaluation:
                 return
             # A measurement: its processes ahead of the host's other work while it lasts.
             pids = [w.process.pid for w in self.workers.values() if w.process.poll() is None]
-            with self._phase("measuring"), priority.boosted(pids) as took:
+            with self._phase("measuring"), priority.boosted(pids, groups=self.cpu_groups,
+                                                            rest_shares=DEFAULT_CPU_SHARES) as took:
                 if not took and not self._boost_noted:
                     self._boost_noted = True
                     self.notes.append("measurements ran at normal priority (raising it needs CAP_SYS_NICE)")
@@ -387,6 +409,7 @@ class _Evaluation:
                     self.workers["candidate"], self.sandbox_info = start_candidate_worker(
                         self.workdir / "build.log", plan, private, self.device, self.options,
                         hidden=(self.workdir.parent, self.workdir))
+                    self._group_reference()
                 self._run(scan, plan, private, stages)
             except Exception as exc:  # noqa: BLE001 - the parent's own fault, reported as such
                 abort = exc if isinstance(exc, Abort) else self.session.harness_fault(
@@ -399,6 +422,8 @@ class _Evaluation:
             finally:
                 for worker in self.workers.values():
                     worker.close()
+                for group in self.cpu_groups[:1]:  # the reference's own (the sandbox removes its)
+                    group.remove()
         return decide(self._context(), scan, stages.build, stages.check, stages.measure, stages.integrity,
                       stages.baselines, failure, stages.sol)
 

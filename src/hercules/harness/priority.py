@@ -18,9 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 BOOST_NICE = -10
+# The kernel's weight for a nice -10 task (sched_prio_to_weight): a cpu cgroup of measured
+# workers is weighted as one boosted task while the measurement lasts.
+BOOST_SHARES = 9548
 
 
 def descendants(pid: int) -> list[int]:
@@ -60,9 +64,12 @@ def _nice(tid: int) -> int | None:
 
 
 @contextlib.contextmanager
-def boosted(pids: Iterable[int], include_current_thread: bool = True) -> Iterator[bool]:
+def boosted(pids: Iterable[int], include_current_thread: bool = True, groups: Sequence[Any] = (),
+            rest_shares: int = 1024) -> Iterator[bool]:
     """Every thread of ``pids`` and their descendants (and this thread) at BOOST_NICE inside the
-    block; yields whether the boost took (False without the privilege)."""
+    block, and each cpu cgroup of ``groups`` (``sandbox.CpuGroup``) weighted BOOST_SHARES, back to
+    ``rest_shares`` after; yields whether the boost took (False without the privilege). A worker in
+    a cgroup competes as its group: niceness only orders the threads inside it."""
     roots = [p for p in pids if p]
     tids = threads(pid for root in roots for pid in descendants(root))
     if include_current_thread:
@@ -81,9 +88,13 @@ def boosted(pids: Iterable[int], include_current_thread: bool = True) -> Iterato
             break
         except OSError:  # the thread ended meanwhile
             pass
+    for group in groups:
+        group.weigh(BOOST_SHARES)
     try:
         yield took
     finally:
+        for group in groups:
+            group.weigh(rest_shares)
         # Threads started during the block inherited the boost: they go back to their process's
         # niceness from before (the main thread's, whose id is the process id). Twice, for threads
         # started while the first sweep ran.
