@@ -34,6 +34,15 @@ def _wait_for(predicate, timeout_s: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+def _kill_tree(proc: subprocess.Popen) -> None:
+    for pid in reversed(priority.descendants(proc.pid)):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    proc.wait()
+
+
 @pytest.fixture()
 def tree():
     proc = subprocess.Popen([sys.executable, "-c", TREE, "parent", TREE], stdout=subprocess.PIPE, text=True)
@@ -43,12 +52,7 @@ def tree():
         _wait_for(lambda: len(_all_threads(proc.pid)) >= 4)
         yield proc
     finally:
-        for pid in reversed(priority.descendants(proc.pid)):
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        proc.wait()
+        _kill_tree(proc)
 
 
 def test_every_thread_of_the_tree_is_boosted_and_restored(tree):
@@ -100,12 +104,7 @@ def test_a_workers_cpu_group_is_weighted_as_one_boosted_task_while_measuring_and
             assert shares() == {k: v for k, v in cpu_weight_settings(priority.BOOST_SHARES).items() if k in shares()}
         assert shares() == {k: v for k, v in cpu_weight_settings(DEFAULT_CPU_SHARES).items() if k in shares()}
     finally:
-        for pid in reversed(priority.descendants(tree.pid)):
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        tree.wait()
+        _kill_tree(tree)
         _wait_for(lambda: not (group.path / "cgroup.procs").read_text().split())
         group.remove()
     assert not group.path.exists()
