@@ -35,6 +35,7 @@ class Beside:
     name: str = "eager"
     event_ms: float | None = None
     walls: list[float] = field(default_factory=list)
+    reports: list[tuple[float, float | None]] = field(default_factory=list)  # its own (issue ms a call, pack ms)
     void_rounds: int = 0
     best_probe_ms: float | None = None  # the idle probe's best on this device (the cache's)
     _calls: int = 1
@@ -81,6 +82,9 @@ class Beside:
                                                          seed=self.trials.seeds[0], **destination.fields()),
                                           900.0, f"baseline {self.name}", destination.fds())
             close_fds(reply.get("_fds") or [])
+        pack_ms = reply.get("pack_ms")
+        self.reports.append((float(reply.get("enqueue_ms") or 0.0),
+                             float(pack_ms) if isinstance(pack_ms, (int, float)) else None))
         per_call = max(0.0, clock.ms - overhead_ms) / self._calls
         if per_call <= 0.0:
             self.void_rounds += 1

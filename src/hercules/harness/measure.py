@@ -228,6 +228,10 @@ class Measurement:
         self._warmed_fresh_calls: set[int] = set()
         self._sets = 1
         self.candidate_pack_ms: list[float] = []
+        # The candidate's own figures of its last checked burst: (enqueue ms a call, pack ms);
+        # diagnosis only, said beside the baseline's in the side-by-side note.
+        self.last_report: tuple[float, float | None] = (0.0, None)
+        self._last_pack_ms: float | None = None
 
     # ---- the policy's probe --------------------------------------------------------------
     def buffer_seeds(self) -> list[int]:
@@ -241,7 +245,8 @@ class Measurement:
         return wall
 
     def checked_burst(self, calls: int, judged: list[int | None], event_ms: float) -> float | None:
-        wall, _enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
+        wall, enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
+        self.last_report = (enqueue, self._last_pack_ms)
         return wall
 
     def judged_passes(self, sets: int, per_call_ms: float) -> JudgedPasses | None:
@@ -419,6 +424,7 @@ class Measurement:
         if why is None:
             draw = secrets.SystemRandom()
             pairs = []
+            reports: list[tuple[float, float | None]] = []
             index = 0
             while not paired_rounds_enough(pairs, index):
                 figures: dict[str, float | None] = {}
@@ -429,6 +435,7 @@ class Measurement:
                         figures[side] = self.checked_burst(calls, judged, event_ms)
                         if figures[side] is None:
                             return None, DRAWN_OUTPUTS_WRONG
+                        reports.append(self.last_report)
                     else:
                         try:
                             figures[side] = beside.burst()
@@ -446,7 +453,8 @@ class Measurement:
                 self.notes.append(f"speedup against {beside.name} from {found.rounds} rounds timed side by side "
                                   f"(the candidate stopped while {beside.name} ran): {found.speedup:.3f}x, 95% "
                                   f"interval [{found.low:.3f}, {found.high:.3f}]; ms per call, candidate/"
-                                  f"{beside.name}, {calls} calls a burst: {rounds}")
+                                  f"{beside.name}, {calls} calls a burst: {rounds}"
+                                  + reports_said(reports, beside.reports))
                 return found, None
             why = f"{beside.void_rounds} of {index} rounds void (the candidate not stopped, or the device busy)"
         self.notes.append(f"speedup against {beside.name} not timed side by side: {why}")
@@ -553,6 +561,7 @@ class Measurement:
                                                         timeout, "wall clock check", destination.fds())
                 total_ms = clock.ms
                 burst, fds = self.transfers.handed_back(burst, fds, destination, "wall clock check")
+            self._last_pack_ms = burst.pack_ms
             if burst.pack_ms is not None and judged is None:
                 self.candidate_pack_ms.append(burst.pack_ms)
             result = self._judged(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins
@@ -650,6 +659,28 @@ class Measurement:
             self.notes.append(f"stream check unavailable: {abort.failure.error[:200]}")
             return []
         return list(reply.names or reply.other)
+
+
+def reports_said(candidate: list[tuple[float, float | None]], baseline: list[tuple[float, float | None]]) -> str:
+    """The two sides' own reports over a side-by-side round's bursts, medians: the host's issue
+    time per call and the packing of a burst's outputs. Diagnosis for a round whose ratio moves
+    off 1 with the same code on both sides (on the H200 the red team's honest control read
+    0.64-0.76x of its reference): a slower issue says the candidate's process ran its host code
+    slower; a slower packing, that the hand-over differs. The candidate's figures are its own
+    word and decide nothing."""
+    def medians(reports: list[tuple[float, float | None]]) -> tuple[float | None, float | None]:
+        enqueue = [e for e, _ in reports if e]
+        pack = [p for _, p in reports if p is not None]
+        return (statistics.median(enqueue) if enqueue else None, statistics.median(pack) if pack else None)
+
+    def said(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4g}"
+
+    (c_enqueue, c_pack), (b_enqueue, b_pack) = medians(candidate), medians(baseline)
+    if c_enqueue is None and b_enqueue is None and c_pack is None and b_pack is None:
+        return ""
+    return (f"; each side's own report, candidate/baseline medians: issue {said(c_enqueue)}/{said(b_enqueue)} ms "
+            f"a call, packing {said(c_pack)}/{said(b_pack)} ms a burst")
 
 
 def unique(findings: list[Finding]) -> list[Finding]:

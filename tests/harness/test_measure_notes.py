@@ -1,0 +1,15 @@
+"""The side-by-side note's diagnosis: each side's own reports, as medians, in one clause."""
+
+from __future__ import annotations
+
+from hercules.harness.measure import reports_said
+
+
+def test_each_sides_reports_are_said_as_medians_and_missing_ones_as_a_dash():
+    candidate = [(0.21, 3.0), (0.24, 5.0), (0.22, None)]
+    baseline = [(0.16, 1.0), (0.17, 1.2), (0.18, 1.1)]
+    said = reports_said(candidate, baseline)
+    assert said == "; each side's own report, candidate/baseline medians: issue 0.22/0.17 ms a call, " \
+                   "packing 4/1.1 ms a burst"
+    assert reports_said([(0.0, None)], [(0.16, None)]).endswith("issue -/0.16 ms a call, packing -/- ms a burst")
+    assert reports_said([], []) == ""
