@@ -1,9 +1,12 @@
 """Statuses, causes and flags of a CUDA-L1 bench run, with each verdict's reason, as markdown.
 
-    python benchmarks/cudal1_table.py RUN_DIR
+    python benchmarks/cudal1_table.py RUN_DIR [RELEASE.json ...]
 
-One row per evaluation (problem, status, cause, flags, H200 speedup vs eager, the release's own
-speedup where the problem name carries the task, and the first note or error); then counts.
+One row per evaluation (problem, status, cause, flags, H200 speedup vs eager, the first note or
+error); then counts. With the release files the run read, each speedup the release claims against
+eager (``score_default``, measured on its own GPU) is set beside the H200's, with how it fared:
+confirmed (ok, no flag, faster than eager here too), not faster here (ok, no flag), flagged
+(suspicious: the flags say what), wrong (incorrect, shape or tolerance), or failed otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +21,45 @@ def rows(run_dir: Path):
     for path in sorted(run_dir.rglob("verdict.json")):
         v = json.loads(path.read_text())
         yield v
+
+
+def outcome(verdict: dict, claimed: float) -> str:
+    """How a claimed speedup fared on this run's device."""
+    status, flags = verdict["status"], verdict.get("flags") or []
+    eager = (verdict.get("speedup") or {}).get("eager")
+    if status == "ok" and not flags:
+        if claimed <= 1.0:
+            return "no speedup claimed"
+        return "confirmed" if eager is not None and eager > 1.0 else "not faster here"
+    if status == "suspicious":
+        return "flagged"
+    if status in ("incorrect", "shape_mismatch"):
+        return "wrong"
+    return f"failed ({status})"
+
+
+def published(verdicts: list[dict], releases: list[str]) -> None:
+    from hercules.problems.loaders import load_source
+
+    claims = {c.problem: (c.score or {}).get("score_default") for path in releases
+              for c in load_source(path).candidates}
+    fared = []
+    print("\n## The release's speedups against the H200's\n")
+    print("| problem | claimed vs eager (release's GPU) | H200 vs eager [interval] | status | flags | outcome |")
+    print("|---|---:|---:|---|---|---|")
+    for v in verdicts:
+        claimed = claims.get(v["problem"])
+        if not isinstance(claimed, (int, float)):
+            continue
+        speed = v.get("speedup") or {}
+        eager, interval = speed.get("eager"), (speed.get("intervals") or {}).get("eager")
+        here = "" if eager is None else f"{eager:.2f}x" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
+        fared.append(outcome(v, claimed))
+        print(f"| {v['problem']} | {claimed:.2f}x | {here} | {v['status']} | {', '.join(v.get('flags') or [])} | "
+              f"{fared[-1]} |")
+    claimed_faster = [f for f in fared if f != "no speedup claimed"]
+    print(f"\nclaimed faster than eager: {len(claimed_faster)} of {len(fared)}; outcomes: "
+          f"{dict(Counter(claimed_faster))}")
 
 
 def main() -> None:
@@ -39,6 +81,8 @@ def main() -> None:
     print("flags:", dict(Counter(f for v in verdicts for f in v.get("flags") or [])))
     over = [v["problem"] for v in verdicts if (v.get("sol_fraction") or 0) > 1]
     print("sol_fraction > 1:", over or "none")
+    if sys.argv[2:]:
+        published(verdicts, sys.argv[2:])
 
 
 if __name__ == "__main__":
