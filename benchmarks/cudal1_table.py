@@ -34,7 +34,8 @@ def outcome(verdict: dict, claimed: float) -> str:
     if status == "suspicious":
         return "flagged"
     if status in ("incorrect", "shape_mismatch"):
-        return "wrong"
+        rel = verdict.get("rel_err")
+        return "wrong" + (f" (relative error {rel:.2g})" if isinstance(rel, (int, float)) and rel else "")
     return f"failed ({status})"
 
 
@@ -57,7 +58,7 @@ def published(verdicts: list[dict], releases: list[str]) -> None:
         fared.append(outcome(v, claimed))
         print(f"| {v['problem']} | {claimed:.2f}x | {here} | {v['status']} | {', '.join(v.get('flags') or [])} | "
               f"{fared[-1]} |")
-    claimed_faster = [f for f in fared if f != "no speedup claimed"]
+    claimed_faster = [f.split(" (")[0] for f in fared if f != "no speedup claimed"]
     print(f"\nclaimed faster than eager: {len(claimed_faster)} of {len(fared)}; outcomes: "
           f"{dict(Counter(claimed_faster))}")
 
