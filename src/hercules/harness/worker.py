@@ -1128,6 +1128,12 @@ class CandidateWorker(PackEnds):
 
             return self._written_as_called(self.model, arg_sets, calls, into, fds, watch, copy=self.outputs_reused,
                                            fields={"executed_lines": self._lines})
+        # The last burst's outputs go before this one's calls start, as a baseline's do: held
+        # through it, they would make this burst's outputs take fresh memory where the baseline's
+        # reuse what its last burst freed (both sides of a side-by-side round must allocate alike).
+        # Only the last burst's aliasing is read (``op_buffers``), as before: reading theirs here
+        # would put that work inside this burst's clock, on the candidate's side only.
+        self.last_every_call = ((), [])
         per_call_outputs, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True,
                                                           own_copies=self.outputs_reused)
         # Checked after the timed request, in ``buffers``: on a GPU a pass's calls take microseconds.
