@@ -739,7 +739,11 @@ class ReferenceWorker(PackEnds):
                 # its fresh passes read faster than they ran.
                 read_pack(fds[0], request.layout, self.device)
             specs = self._expected(request.seed)["specs"]
-            outs = [torch.zeros(s["shape"], dtype=getattr(torch, s["dtype"]), device=self.device) for s in specs]
+            # Empty, not zeros: a burst's outputs are written by its calls, whose time is what the
+            # calibration is taken off; filling 6.4 GB of zeros inside this request (KernelBench's
+            # level 1 activations; ~1.3 ms at the H200's 4.8 TB/s) counted as overhead every burst
+            # pays: eager's own bursts then read 1.4-2.6 ms a call for a 2.7 ms roofline.
+            outs = [torch.empty(s["shape"], dtype=getattr(torch, s["dtype"]), device=self.device) for s in specs]
             outs = outs * int(request.outputs_of)  # every call's outputs: as many bytes again
             synchronize(self.device)
             enqueue = 0.0
