@@ -225,6 +225,20 @@ def test_tmp_is_private_to_the_sandbox(tmp_path):
     assert not Path("/tmp", marker).exists()
 
 
+def test_home_is_the_private_folder_with_the_folders_a_users_home_has():
+    # An extension built into ~/.cache/torch_extensions (CUDA-L1, level 1 #35) finds the folder.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as private:
+        rc, out, err = run_inside(Sandbox(Path(private)), """
+            import os
+            home = os.path.expanduser("~")
+            print(home, os.path.isdir(os.path.join(home, ".cache", "torch_extensions")))
+        """)
+        assert rc == 0, err
+        assert out.split() == [private, "True"]
+
+
 # --- the network -------------------------------------------------------------------------------
 
 CONNECT = """

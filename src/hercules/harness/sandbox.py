@@ -549,6 +549,10 @@ class _Cgroups:
                 path.rmdir()
 
 
+# Folders a user's home holds wherever PyTorch extensions have been built, made in the private
+# HOME: CUDA-L1's kernel for KernelBench level 1 #35 builds into ~/.cache/torch_extensions, which
+# load_inline does not create; in an empty HOME its build failed and its fallback ran (flagged).
+HOME_FOLDERS = (".cache/torch_extensions",)
 DEFAULT_CPU_SHARES = 1024  # one nice-0 task's weight (cgroup v1 cpu.shares; v2's cpu.weight 100)
 _cpu_groups = itertools.count(1)
 
@@ -834,6 +838,8 @@ class Sandbox:
                 raise FileNotFoundError(f"writable path {path} does not exist")
         env = dict(env)
         env["HOME"] = str(self.private_dir)
+        for folder in HOME_FOLDERS:
+            (self.private_dir / folder).mkdir(parents=True, exist_ok=True)
         visible_tmp = ["/tmp", str(self.private_dir), *map(str, self.writable)]
         if self._bwrap and not _within(env.get("TMPDIR", "/tmp"), visible_tmp):
             env["TMPDIR"] = "/tmp"  # the host's TMPDIR is not visible inside; nvcc fails on a missing one
