@@ -127,3 +127,16 @@ def test_static_only_flags_stay_flags_on_every_device():
         for device in ("cpu", "cuda:0"):
             v = decide(_on(device), ScanOutcome(findings=(Finding(flag, f"static: line 1: {flag}"),)), check=GOOD)
             assert v.status is Status.SUSPICIOUS and v.flags == (flag,), (flag, device)
+
+
+def test_a_harness_fault_in_the_candidates_process_is_the_candidates_where_its_code_reaches_into_other_modules():
+    fault = Failure(Status.HARNESS_ERROR, Cause.HARNESS, "harness error in the candidate process: trial 0: "
+                    "TypeError: _unsealed() got an unexpected keyword argument", role="candidate")
+    tampering = ScanOutcome(findings=(Finding(Flag.PROBLEM_EDIT.value, "reads sys.modules"),))
+    v = decide(CTX, tampering, check=GOOD, failure=fault)
+    assert v.status is Status.RUNTIME_ERROR and v.cause is Cause.CANDIDATE_ERROR and v.flags == ("problem_edit",)
+    assert any("the candidate's, not Hercules'" in note for note in v.notes)
+    # Without such code, or in another process, the fault stays Hercules' own.
+    for scan, role in ((ScanOutcome(), "candidate"), (tampering, "reference"), (tampering, "")):
+        v = decide(CTX, scan, check=GOOD, failure=Failure(fault.status, fault.cause, fault.error, role=role))
+        assert v.status is Status.HARNESS_ERROR and v.cause is Cause.HARNESS

@@ -22,11 +22,11 @@ if _worker is not None:
     _datapath = sys.modules["hercules.harness.datapath"]
     _real_write = _worker.write_pack
 
-    def _unsealed(values, name="pack", medium="memfd", device=None):
-        fd, layout = _real_write(values, name, medium, device)
+    def _unsealed(values, name="pack", medium="memfd", device=None, **options):
+        fd, layout = _real_write(values, name, medium, device, **options)
         if layout.medium == "cuda":  # claim one more granule than was allocated
             os.close(fd)
-            fd, layout = _real_write(values, name, medium, device)
+            fd, layout = _real_write(values, name, medium, device, **options)
             return fd, _datapath.PackLayout(layout.slots, layout.values, layout.size * 2, layout.medium)
         data = os.pread(fd, layout.size, 0)
         os.close(fd)

@@ -21,6 +21,7 @@ from hercules.harness.records import (
     Cause,
     CheckResult,
     Degeneracy,
+    Flag,
     SideBySide,
     Speedups,
     Status,
@@ -45,6 +46,16 @@ class Failure:
     status: Status
     cause: Cause
     error: str
+    role: str = ""  # the process it happened in: "candidate", "reference", or "" (the parent)
+
+
+# A fault that Hercules' own code raised inside the candidate's process is the harness's, unless the
+# candidate's code reaches into other modules (these flags): there it may have changed that very
+# code. The red team's unsealed_outputs.py replaces the worker's pack writer; once the writer took
+# a new argument, its stale replacement raised TypeError at the call, in Hercules' frames only.
+TAMPERING_FLAGS = frozenset({Flag.PROBLEM_EDIT.value})
+TAMPERED_FAULT_NOTE = ("a fault in Hercules' code inside the candidate's process, whose code reaches into other "
+                       "modules (problem_edit): the candidate's, not Hercules'")
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,9 @@ def decide(ctx: Context, scan: ScanOutcome, build: BuildResult | None = None, ch
     check_result = check.result if check else None
     if failure is not None:
         status, cause, error = failure.status, failure.cause, failure.error
+        if cause is Cause.HARNESS and failure.role == "candidate" and TAMPERING_FLAGS & {f.flag for f in static}:
+            status, cause = Status.RUNTIME_ERROR, Cause.CANDIDATE_ERROR
+            notes.append(TAMPERED_FAULT_NOTE)
     elif check_result is None or not check_result.correct:
         status, cause = Status.INCORRECT, Cause.NONE
         error = (check_result.error if check_result else None) or "no correctness result"

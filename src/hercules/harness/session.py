@@ -33,15 +33,15 @@ R = TypeVar("R", bound=Reply)
 class Abort(Exception):
     """Ends an evaluation early with a status and its cause."""
 
-    def __init__(self, status: Status, error: str, cause: Cause):
+    def __init__(self, status: Status, error: str, cause: Cause, role: str = ""):
         super().__init__(error)
-        self.failure = Failure(status, cause, error)
+        self.failure = Failure(status, cause, error, role)
 
 
 def abort_for(event: WorkerEvent, error: str) -> Abort:
     """The classified status and cause of ``event`` around ``error``."""
     status, cause = classify(event)
-    return Abort(status, error, cause)
+    return Abort(status, error, cause, event.role)
 
 
 def close_fds(fds: Iterable[int]) -> None:
@@ -120,7 +120,7 @@ class Session:
                 error = f"out of memory{self.sizes.shapes_text('inputs: ')}: {error}"
             elif cause is Cause.PROTOCOL:
                 error = f"the candidate's pack was refused: {error}"
-            raise Abort(status, f"{what}: {error}", cause)
+            raise Abort(status, f"{what}: {error}", cause, role)
         return reply
 
     def alive(self, role: str) -> bool:
