@@ -161,6 +161,24 @@ def test_transforms_keep_shapes_and_dtypes_and_leave_integer_inputs_alone():
     assert (positive >= 0).all()  # an input that is positive stays positive
 
 
+def test_transforms_keep_the_exact_zeros_and_the_symmetry_the_inputs_hold():
+    torch.manual_seed(0)
+    lower = torch.tril(torch.randn(48, 48))  # a triangular product's inputs (KernelBench level 1 #15)
+    symmetric = torch.randn(2, 40, 40)
+    symmetric = symmetric + symmetric.transpose(-1, -2)  # level 1 #13's
+    dense = torch.randn(8, 40)
+    for name in TRANSFORMS:
+        kept_lower, kept_symmetric, kept_dense = transform_inputs([lower, symmetric, dense], name)
+        assert torch.equal(torch.triu(kept_lower, diagonal=1), torch.zeros(48, 48)), name
+        assert not torch.equal(kept_lower, lower) and torch.equal(kept_lower == 0, (lower == 0) | (kept_lower == 0))
+        assert torch.equal(kept_symmetric, kept_symmetric.transpose(-1, -2)), name
+        assert torch.equal(kept_dense, TRANSFORMS[name](dense)), name  # nothing to keep: the plain transform
+    # The shift moves every non-zero value of the triangle, as it moves a dense input
+    shifted = transform_inputs([lower], "shift")[0]
+    inside = torch.tril(torch.ones(48, 48, dtype=torch.bool)) & (lower != 0)
+    assert (shifted[inside] - lower[inside]).abs().min() > 50
+
+
 # ---- parameters drawn away from their defaults ------------------------------------------------
 
 

@@ -165,6 +165,50 @@ def options(tmp_path):
                        run_timeout_s=60, cache_dir=tmp_path / "cache")
 
 
+# KernelBench level 1 #15 in small, and a candidate that uses what the problem guarantees (CUDA-L1's
+# fallback for it): only the lower blocks of the product, each summed over the band that can be
+# non-zero, in another order than the reference's.
+TRIANGULAR = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, A, B):
+        return torch.tril(torch.matmul(A, B))
+
+
+def get_inputs():
+    return [torch.tril(torch.randn(384, 384)), torch.tril(torch.randn(384, 384))]
+
+
+def get_init_inputs():
+    return []
+'''
+
+TRIANGULAR_BLOCKS = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        n, block = A.shape[0], 128
+        C = torch.zeros_like(A)
+        for j in range(0, n, block):
+            for i in range(j, n, block):
+                C[i:i + block, j:j + block] = A[i:i + block, j:i + block] @ B[j:i + block, j:j + block]
+        return torch.tril(C)
+'''
+
+
+def test_a_kernel_relying_on_the_inputs_structure_is_judged_on_transforms_that_keep_it(options):
+    verdict = evaluate(_problem("triangular", TRIANGULAR), Candidate(name="triangular_blocks", code=TRIANGULAR_BLOCKS, source="test"),
+                       replace(options, time_candidate=False))
+    assert verdict.status is Status.OK and verdict.flags == (), (verdict.error, verdict.check.transforms)
+    assert verdict.check.transforms == tuple(f"{n}: passed" for n in TRANSFORM_NAMES)
+
+
 def test_a_constant_output_problem_is_degenerate_and_its_floor_is_the_output_write(options):
     problem = _problem("constant", CONSTANT)
     verdict = evaluate(problem, _as_candidate(CONSTANT), options)

@@ -93,3 +93,41 @@ def test_the_sets_of_the_latest_pass_are_all_kept_each_made_once_and_counted_by_
     for seed in (30, 31, 32):  # a smaller pass: the older sets go, oldest first, down to this pass's size
         ask(worker, "inputs_many", {"seeds": [seed]})
     assert list(worker.inputs) == [30, 31, 32] and worker._cached_bytes() == 3 * 256 * 1024 * 4
+
+
+LINEAR = """
+import torch, torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return a @ b, torch.softmax(a, dim=-1)
+
+def get_inputs():
+    return [torch.randn(64, 96), torch.randn(96, 32)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_on_a_transformed_set_atol_grows_with_the_references_rounding_noise_least_grown_output_first():
+    worker = ReferenceWorker()
+    tol = DEFAULT_TOLERANCES["float32"]
+    ask(worker, "setup", {"device": "cpu", "dtype": "float32", "tolerance": tol.__dict__, "code": LINEAR,
+                          "init_seed": 1})
+    ask(worker, "specs", {"seed": 5})  # a trial's set: the outputs' own scale
+    assert worker._tolerance_for(5, worker._expected(5)) == worker.tol
+    grown = {}
+    for seed, name in ((6, "scale_x100"), (7, "scale_x0.01")):
+        ask(worker, "transform_check", {"seed": seed, "transform": name})
+        grown[name] = worker._tolerance_for(seed, worker._expected(seed)).atol / tol.atol
+    # The product's rounding noise grows 1e4 times, the softmax's beside it not: the least grown decides.
+    assert grown["scale_x100"] < 10 and grown["scale_x0.01"] == 1.0
+    worker = ReferenceWorker()
+    ask(worker, "setup", {"device": "cpu", "dtype": "float32", "tolerance": tol.__dict__,
+                          "code": LINEAR.replace(", torch.softmax(a, dim=-1)", ""), "init_seed": 1})
+    ask(worker, "specs", {"seed": 5})
+    ask(worker, "transform_check", {"seed": 6, "transform": "scale_x100"})
+    assert 1e3 < worker._tolerance_for(6, worker._expected(6)).atol / tol.atol < 1e5  # x100 twice: ~1e4
+    ask(worker, "transform_check", {"seed": 7, "transform": "scale_x0.01"})
+    assert worker._tolerance_for(7, worker._expected(7)).atol == tol.atol  # never tighter than the trials'

@@ -7,7 +7,11 @@ another of the same shapes and dtypes; the parent decides (oracle.py) whether th
 reference stays right on it, and judges the candidate there with the trials' rules.
 
 Only floating-point tensors are transformed: integer inputs are indices, class labels or sizes,
-whose meaning a scale or a shift would break.
+whose meaning a scale or a shift would break. The structure a problem's inputs hold exactly is
+kept (``kept_structure``): their exact zeros, and symmetry in the last two dimensions. A kernel may
+rely on what the problem guarantees: CUDA-L1's kernel for KernelBench level 1 #15 (product of
+two lower-triangular matrices) computes only the lower blocks, and the shift, which filled the
+upper triangles with 100 rms, made it `fragile_inputs`.
 """
 
 from __future__ import annotations
@@ -85,8 +89,23 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
+def kept_structure(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` (a transform of ``x``) with the structure ``x`` holds exactly: zero wherever ``x`` is
+    exactly zero, and, where ``x`` equals its transpose in the last two dimensions, symmetric (its
+    lower triangle mirrored)."""
+    zeros = x == 0
+    if bool(zeros.any()):
+        out = torch.where(zeros, x, out)
+    del zeros
+    if x.dim() >= 2 and x.shape[-1] == x.shape[-2] > 1 and torch.equal(x, x.transpose(-1, -2)):
+        lower = torch.tril(out)
+        out = lower + torch.tril(out, diagonal=-1).transpose(-1, -2)
+    return out
+
+
 def transform_inputs(values: list[Any], name: str) -> list[Any]:
-    """``values`` with the transform ``name`` applied to every floating-point tensor (new tensors;
-    the originals are left as they are)."""
+    """``values`` with the transform ``name`` applied to every floating-point tensor, the structure
+    each holds kept (new tensors; the originals are left as they are)."""
     fn = TRANSFORMS[name]
-    return [fn(v) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+    return [kept_structure(v, fn(v)) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for v in values]
