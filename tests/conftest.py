@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import os
 
-import pytest
-import torch
+# One compute thread a process (torch's intra-op pool, OpenMP), set before torch is imported here
+# and inherited by every process a test starts (the evaluation workers, CLI runs, the cli_batch
+# driver, xdist's workers). CI runs two xdist workers on 2 cores, and each evaluation's two worker
+# processes take turns: at torch's default (one thread a core) two evaluations at once put four
+# spinning threads on the 2 cores, and the red team's honest control took 19-22 s beside another
+# evaluation instead of 9 s (its side-by-side rounds 7 -> 17 as the interval widened); at one
+# thread both read 9 s and 7 rounds. What the tests assert does not depend on the thread count
+# (integrity's thread check sees Python threads, not OpenMP's). A value set outside is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 # The README runs the suite on two pytest-xdist workers, a test file to a worker (--dist loadfile:
@@ -26,6 +36,13 @@ _LONGEST_FIRST = (
     "tests/debug/test_debug_fixers.py",  # ~40 s
     "tests/serve/test_executor.py",  # ~35 s
 )
+
+
+def pytest_configure(config):
+    # xdist hands out its scopes sorted by their test count unless told not to: it would start with
+    # test_suite_reference (93 quick tests) and leave the long files to the end.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -267,7 +267,8 @@ def test_killed_run_resumes_without_redoing_finished_evaluations(tmp_path):
     # The best is an honest variant; a faster one inside the measured noise does not replace it.
     assert result["best_status"] == "ok" and result["best_speedup"] in honest.values()
     assert result["best_variant"] in ("r1s0", "r2s0") and honest[result["best_variant"]] == result["best_speedup"]
-    assert set(after) == {(1, 0), (2, 0), (3, 0)} and after[(3, 0)]["status"] == "suspicious"
+    assert set(after) == {(1, 0), (2, 0), (3, 0)}
+    assert after[(3, 0)]["status"] == "suspicious", after[(3, 0)]["verdict"]
     assert after[(1, 0)]["created_at"] == before[(1, 0)]  # the finished slot was left alone
     evaluations = rows(db, "SELECT * FROM evaluations")
     round1 = [e for e in evaluations if e["round"] == 1]
