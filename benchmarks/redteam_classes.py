@@ -3,6 +3,11 @@ exploit beside its honest control, through `hercules eval --json` as a user runs
 
     python benchmarks/redteam_classes.py --device cpu > benchmarks/results/cpu_redteam_classes.md
     python benchmarks/redteam_classes.py --device cuda --all --out $OUT/redteam   # + every red-team and corpus case
+    python benchmarks/redteam_classes.py --device cuda --all --bench-jobs 4 --run-dir runs/redteam  # in one bench
+
+``--bench-jobs N`` lays the cases out as problems and candidate folders and runs them through one
+``hercules bench`` with N evaluations in flight (the same options; measurements still take the
+device one at a time, the core's exclusive section), resumable with the same ``--run-dir``.
 
 ``--all`` adds every candidate of tests/redteam (hostile unless its name starts with ``honest``)
 against its matmul problem and every entry of the adversarial corpus (tests/adversarial/
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -95,30 +102,30 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="also every red-team candidate and corpus entry")
     parser.add_argument("--filter", default="", help="only candidates whose file name contains this text")
     parser.add_argument("--out", type=Path, default=None, help="a folder for each verdict's JSON")
+    parser.add_argument("--bench-jobs", type=int, default=0,
+                        help="run the cases through one `hercules bench` with this many evaluations in flight")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/redteam-classes"),
+                        help="the bench's run folder (with --bench-jobs; rerun to resume)")
     args = parser.parse_args()
     work = Path("/tmp/redteam-classes")
     work.mkdir(exist_ok=True)
     (work / "guarded_fallback.py").write_text(GUARDED)
-    print(f"# Exploit classes and their honest controls, `hercules eval --device {args.device} --json`\n")
+    cases = [(name, problem, work / "guarded_fallback.py" if candidate == "guarded_fallback" else candidate, hostile)
+             for name, problem, candidate, hostile in CASES + (every_case() if args.all else [])]
+    cases = [case for case in cases if args.filter in case[2].name]
+    how = (f"`hercules bench --device {args.device} --eval-jobs {args.bench_jobs}`" if args.bench_jobs
+           else f"`hercules eval --device {args.device} --json`")
+    print(f"# Exploit classes and their honest controls, {how}\n")
     print("| class | candidate | hostile | status | flags | vs eager | as promised | s |")
     print("|---|---|---|---|---|---:|---|---:|", flush=True)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-    cases = CASES + (every_case() if args.all else [])
+    verdicts = (through_bench(cases, args.device, args.bench_jobs, args.run_dir, work) if args.bench_jobs
+                else one_by_one(cases, args.device, work))
     passed = 0
-    for name, problem, candidate, hostile in cases:
-        path = work / "guarded_fallback.py" if candidate == "guarded_fallback" else candidate
-        if args.filter not in path.name:
-            continue
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "hercules.cli", "eval", "--problem", str(problem), "--candidate",
-                               str(path), "--device", args.device, "--json", "--trials", "3", "--budget", "0.1",
-                               "--baselines", "eager", "--cache-dir", str(work / "cache")],
-                              capture_output=True, text=True, cwd=ROOT)
-        try:
-            verdict = json.loads(done.stdout)
-        except json.JSONDecodeError:
-            print(f"| {name} | {path.name} | {hostile} | no verdict (exit {done.returncode}) | | | no | |", flush=True)
+    for (name, problem, path, hostile), (verdict, seconds) in zip(cases, verdicts):
+        if verdict is None:
+            print(f"| {name} | {path.name} | {'yes' if hostile else 'no'} | no verdict ({seconds}) | | | no | |", flush=True)
             continue
         eager = (verdict.get("speedup") or {}).get("eager")
         if args.out:
@@ -126,8 +133,61 @@ def main() -> None:
         passed += judged(verdict, hostile)
         print(f"| {name} | {path.name} | {'yes' if hostile else 'no'} | {verdict['status']} | "
               f"{', '.join(verdict.get('flags') or [])} | {'' if eager is None else f'{eager:.2f}x'} | "
-              f"{'yes' if judged(verdict, hostile) else 'NO'} | {time.monotonic() - started:.0f} |", flush=True)
-    print(f"\n{passed} as promised", flush=True)
+              f"{'yes' if judged(verdict, hostile) else 'NO'} | {seconds:.0f} |", flush=True)
+    print(f"\n{passed} of {len(cases)} as promised", flush=True)
+
+
+EVAL_OPTIONS = ["--trials", "3", "--budget", "0.1", "--baselines", "eager"]
+
+
+def one_by_one(cases, device: str, work: Path):
+    """Each case through its own `hercules eval --json`, as a user runs it; yields (verdict, seconds)."""
+    for _name, problem, path, _hostile in cases:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "hercules.cli", "eval", "--problem", str(problem), "--candidate",
+                               str(path), "--device", device, "--json", *EVAL_OPTIONS,
+                               "--cache-dir", str(work / "cache")], capture_output=True, text=True, cwd=ROOT)
+        try:
+            yield json.loads(done.stdout), time.monotonic() - started
+        except json.JSONDecodeError:
+            yield None, f"exit {done.returncode}"
+
+
+def through_bench(cases, device: str, jobs: int, run_dir: Path, work: Path):
+    """Every case in one `hercules bench`: problems as files of one folder, each problem's candidates in
+    a folder named after it (a name taken twice gets its source folder's name in front)."""
+    tree = work / "bench"
+    problems, candidates = tree / "problems", tree / "candidates"
+    for folder in (problems, candidates):
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+    names = []
+    for _name, problem, path, _hostile in cases:
+        (problems / problem.name).write_text(problem.read_text())
+        folder = candidates / problem.stem
+        folder.mkdir(exist_ok=True)
+        stem = path.stem if not (folder / path.name).exists() else f"{path.parent.name}_{path.stem}"
+        (folder / f"{stem}.py").write_text(path.read_text())
+        names.append((problem.stem, stem))
+    command = [sys.executable, "-m", "hercules.cli", "bench", str(problems), "--candidates", str(candidates),
+               "--device", device, *EVAL_OPTIONS, "--eval-jobs", str(jobs), "--run-dir", str(run_dir)]
+    print(f"<!-- {' '.join(command[1:])} -->", flush=True)
+    started = time.monotonic()
+    bench = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    try:
+        bench.wait()
+    except KeyboardInterrupt:  # stopped from outside: the bench stops too, keeping what finished
+        bench.send_signal(signal.SIGINT)
+        bench.wait()
+    print(f"<!-- bench exit {bench.returncode} after {time.monotonic() - started:.0f} s -->", flush=True)
+    found = {}
+    for file in sorted(run_dir.rglob("verdict.json")):
+        verdict = json.loads(file.read_text())
+        found[(verdict.get("problem"), verdict.get("candidate"))] = verdict
+    for key in names:
+        verdict = found.get(key)
+        yield (verdict, verdict.get("seconds", 0.0) if verdict else f"not finished (bench exit {bench.returncode})")
 
 
 if __name__ == "__main__":

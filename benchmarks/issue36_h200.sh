@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 36's GPU checks inside one device call, each stage printing as it goes, under a total budget.
+#
+#   OUT=... CALL_S=570 bash benchmarks/issue36_h200.sh "paths honest cudal1"   (stages, in order)
+#
+# paths:   the GPU tests of the device pack's layouts and the honest references (~3 min cold)
+# honest:  the red team's honest matmul control through `hercules eval --json` (the side-by-side note)
+# cudal1:  CUDA-L1's sample through benchmarks/cudal1_h200.sh for what is left of CALL_S (resumes
+#          runs/cudal1-h200)
+# redteam: benchmarks/redteam_classes.py --all through one bench (REDTEAM_JOBS evaluations in flight)
+#          for what is left of CALL_S; resumes runs/redteam-classes
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/hercules-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+if ! command -v bwrap >/dev/null && ls .tools/bubblewrap_*.deb >/dev/null 2>&1; then
+  dpkg -x .tools/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+fi
+START=$(date +%s)
+left() { echo $(( ${CALL_S:-570} - ($(date +%s) - START) )); }
+git rev-parse --short HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for stage in ${1:-paths honest}; do
+  echo "=== $stage $(date +%T), $(left) s left"
+  case $stage in
+    paths)
+      timeout $(( $(left) - 20 )) python3 -m pytest -v -p no:cacheprovider -m gpu tests/harness/test_device_pack.py \
+        tests/harness/test_harness_gpu.py -k "transposed or reference_as_its_own or honest_cuda" 2>&1 \
+        | tee "$OUT/gpu_paths.log" | grep --line-buffered -E "PASS|FAIL|ERROR|passed|failed|Error" ;;
+    honest)
+      timeout 120 python3 -m hercules.cli eval --device cuda --json --problem tests/redteam/problem_matmul.py \
+        --candidate tests/redteam/honest.py > "$OUT/honest_matmul.json" 2> "$OUT/honest_matmul.err"
+      python3 - "$OUT/honest_matmul.json" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+print(v["status"], v.get("flags"), v.get("speedup"), v.get("timing", {}) and v["timing"].get("bounded_by"))
+for note in v.get("notes") or []:
+    print("note:", note)
+EOF
+      ;;
+    cudal1)
+      rm -f runs/cudal1/a100_sample.json
+      OUT=$OUT CL1_TIME_S=$(( $(left) - 45 )) bash benchmarks/cudal1_h200.sh --eval-jobs 6 --baselines eager 2>&1 \
+        | grep --line-buffered -v "^\s*$" | tail -n +1 ;;
+    redteam)
+      timeout --signal=INT --kill-after=20 $(( $(left) - 30 )) python3 benchmarks/redteam_classes.py --device cuda --all \
+        --bench-jobs ${REDTEAM_JOBS:-4} --run-dir runs/redteam-classes --out /tmp/redteam-verdicts \
+        2> "$OUT/redteam_bench.err" | tee "$OUT/redteam_classes.md"
+      tar czf "$OUT/redteam_run.tgz" -C runs redteam-classes --exclude=cache --exclude='*.so' --exclude='*.o' ;;
+  esac
+done
+echo "=== done $(date +%T), $(left) s left"
