@@ -3,12 +3,12 @@
 #
 #   OUT=... CALL_S=570 bash benchmarks/issue36_h200.sh "paths honest cudal1"   (stages, in order)
 #
-# paths:   the GPU tests of the device pack's layouts and the honest references (~3 min cold)
+# paths:   the GPU tests of the device pack's layouts and the honest references (PATHS_S, 150 s)
 # honest:  the red team's honest matmul control through `hercules eval --json` (the side-by-side note)
 # cudal1:  CUDA-L1's sample through benchmarks/cudal1_h200.sh for what is left of CALL_S (resumes
 #          runs/cudal1-h200)
 # redteam: benchmarks/redteam_classes.py --all through one bench (REDTEAM_JOBS evaluations in flight)
-#          for what is left of CALL_S; resumes runs/redteam-classes
+#          for REDTEAM_S (default: what is left of CALL_S); resumes runs/redteam-classes
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hercules-out}
@@ -24,7 +24,7 @@ for stage in ${1:-paths honest}; do
   echo "=== $stage $(date +%T), $(left) s left"
   case $stage in
     paths)
-      timeout $(( $(left) - 20 )) python3 -m pytest -v -p no:cacheprovider -m gpu tests/harness/test_device_pack.py \
+      timeout ${PATHS_S:-150} python3 -m pytest -v -p no:cacheprovider -m gpu tests/harness/test_device_pack.py \
         tests/harness/test_harness_gpu.py -k "transposed or reference_as_its_own or honest_cuda" 2>&1 \
         | tee "$OUT/gpu_paths.log" | grep --line-buffered -E "PASS|FAIL|ERROR|passed|failed|Error" ;;
     honest)
@@ -43,7 +43,7 @@ EOF
       OUT=$OUT CL1_TIME_S=$(( $(left) - 45 )) bash benchmarks/cudal1_h200.sh --eval-jobs 6 --baselines eager 2>&1 \
         | grep --line-buffered -v "^\s*$" | tail -n +1 ;;
     redteam)
-      timeout --signal=INT --kill-after=20 $(( $(left) - 30 )) python3 benchmarks/redteam_classes.py --device cuda --all \
+      timeout --signal=INT --kill-after=20 ${REDTEAM_S:-$(( $(left) - 30 ))} python3 benchmarks/redteam_classes.py --device cuda --all \
         --bench-jobs ${REDTEAM_JOBS:-4} --run-dir runs/redteam-classes --out /tmp/redteam-verdicts \
         2> "$OUT/redteam_bench.err" | tee "$OUT/redteam_classes.md"
       tar czf "$OUT/redteam_run.tgz" -C runs redteam-classes --exclude=cache --exclude='*.so' --exclude='*.o' ;;
