@@ -184,3 +184,58 @@ def test_a_value_the_problems_dtype_cannot_compute_is_judged_by_the_references_o
     wrong = torch.tensor([1.01, 100.0])
     result = compare_outputs([wrong], ["torch.Tensor"], [truth], [spec], TOL, [ref_err], [own])
     assert not result.ok and "1 of 2 values outside" in result.problems[0], result.problems
+
+
+def _light_cases():
+    """Candidate and problem-dtype reference pairs (float32 against float32: a light comparison),
+    including values whose float32 squares overflow or underflow."""
+    g = torch.Generator().manual_seed(2)
+    ref = torch.randn(40, 37, generator=g)
+    close = ref + 1e-6 * torch.randn(40, 37, generator=g)
+    off = close.clone()
+    off[3, 5] += 1.0
+    huge, tiny = ref * 1e25, ref * 1e-25  # squares past float32's range; squares below its normals
+    return [(close, ref), (off, ref), (torch.zeros_like(ref), ref), (huge * (1 + 1e-6), huge),
+            (huge * 1.5, huge), (tiny * (1 + 1e-6), tiny), (tiny * 1.5, tiny), (close.t(), ref.t())]
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_a_light_comparison_in_float32_says_what_float64_says(index):
+    """Against a problem-dtype (float32) reference the comparison works in float32; the verdict,
+    problems and flags are float64's, and the figures float64's to float32's rounding, including
+    where float32 squares overflow (1e25) or underflow (1e-25) and float64 takes over."""
+    from hercules.harness.checks import Comparison, _compare_values
+
+    out, ref = _light_cases()[index]
+    in32, in64 = Comparison(), Comparison()
+    _compare_values(in32, "output 0", out, ref, TOL, None, chunk=97)
+    _compare_values(in64, "output 0", out.double(), ref.double(), TOL, None, chunk=97)
+    assert (in32.ok, in32.problems == in64.problems, in32.flags) == (in64.ok, True, in64.flags)
+    assert in32.max_abs_err == pytest.approx(in64.max_abs_err, rel=1e-6)
+    assert in32.rel_err == pytest.approx(in64.rel_err, rel=1e-4, abs=1e-12)
+    assert in64.ok == (index in (0, 3, 5, 7))
+
+
+def test_upstreams_allclose_in_fewer_passes_is_torch_allclose_on_every_value():
+    """``within_allclose``'s finite shortcut against torch.allclose on float32 and float64 pairs with
+    infinities, NaN, values near the largest finite ones and identical pairs."""
+    from hercules.harness.checks import KERNELBENCH_TOLERANCE as K
+    from hercules.harness.checks import _allclose
+
+    g = torch.Generator().manual_seed(3)
+    answers = set()
+    for trial in range(600):
+        dtype = (torch.float32, torch.float64)[trial % 2]
+        n = int(torch.randint(1, 40, (), generator=g))
+        a = torch.randn(n, generator=g, dtype=dtype)
+        b = a + torch.randn(n, generator=g, dtype=dtype) * 10 ** torch.empty(n, dtype=dtype).uniform_(-4, 0, generator=g)
+        for t in (a, b):
+            for value, p in ((float("inf"), 0.03), (float("-inf"), 0.03), (float("nan"), 0.02),
+                             (torch.finfo(dtype).max, 0.02)):
+                t[torch.rand(n, generator=g) < p] = value
+        if trial % 3 == 0:
+            b = a.clone()
+        expected = torch.allclose(a, b, atol=K.atol, rtol=K.rtol)
+        assert _allclose(a, b, K) == expected, (a, b)
+        answers.add(expected)
+    assert answers == {True, False}
