@@ -9,6 +9,9 @@
 #          runs/cudal1-h200)
 # redteam: benchmarks/redteam_classes.py --all through one bench (REDTEAM_JOBS evaluations in flight)
 #          for REDTEAM_S (default: what is left of CALL_S); resumes runs/redteam-classes
+#
+# What comes back resumes the next call once unpacked here, each at its own level:
+#   tar xzf cl1_run.tgz -C runs/cudal1-h200      tar xzf redteam_run.tgz -C runs
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hercules-out}
@@ -46,7 +49,7 @@ EOF
       timeout --signal=INT --kill-after=20 ${REDTEAM_S:-$(( $(left) - 30 ))} python3 benchmarks/redteam_classes.py --device cuda --all \
         --bench-jobs ${REDTEAM_JOBS:-4} --run-dir runs/redteam-classes --out /tmp/redteam-verdicts \
         2> "$OUT/redteam_bench.err" | tee "$OUT/redteam_classes.md"
-      tar czf "$OUT/redteam_run.tgz" -C runs redteam-classes --exclude=cache --exclude='*.so' --exclude='*.o' ;;
+      tar czf "$OUT/redteam_run.tgz" --exclude=cache --exclude="*.so" --exclude="*.o" -C runs redteam-classes ;;
   esac
 done
 echo "=== done $(date +%T), $(left) s left"
