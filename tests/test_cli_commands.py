@@ -146,8 +146,10 @@ def test_bench_json_on_a_folder_with_candidates(tmp_path):
 
 
 def test_bench_pipeline_options_reach_the_run(tmp_path):
+    # Correctness only: the options under test are the pipeline's and the evaluations in flight,
+    # and two timed evaluations side by side were ~20 s of the 2-core CI.
     problems = bench_folder(tmp_path, "first", "second")
-    result = bench_cpu(tmp_path, problems, "--pipeline", "--eval-jobs", "2")
+    result = bench_cpu(tmp_path, problems, "--pipeline", "--eval-jobs", "2", "--no-timing")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["ok"] == 2
     refused = hercules("bench", str(problems), "--eval-jobs", "0")
