@@ -23,7 +23,6 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any
 
-
 from hercules.harness.codec import decode, encode
 from hercules.harness.datapath import receive_fds, send_fds
 
