@@ -74,6 +74,10 @@ PROCESS_ATTACKS = {"kill_parent.py", "detached_forger.py", "load_left_behind.py"
                    "fork_bomb.py", "memory_bomb.py", "hang.py"}
 
 
+# Red-team candidates written for another problem than the matmul (their docstrings say which).
+PROBLEM_OF = {"honest_slow_on_new_values.py": ADV / "problems" / "scale_add.py"}
+
+
 def every_case() -> list[tuple[str, Path, Path, bool]]:
     """The red team's candidates and the adversarial corpus, as (class, problem, candidate, hostile)."""
     listed = {Path(case[2]).name for case in CASES if not isinstance(case[2], str)}
@@ -81,7 +85,8 @@ def every_case() -> list[tuple[str, Path, Path, bool]]:
     for path in sorted(RED.glob("*.py")):
         if path.name.startswith("problem_") or path.name in PROCESS_ATTACKS or path.name in listed:
             continue
-        cases.append(("red team", RED / "problem_matmul.py", path, not path.name.startswith("honest")))
+        problem = PROBLEM_OF.get(path.name, RED / "problem_matmul.py")
+        cases.append(("red team", problem, path, not path.name.startswith("honest")))
     manifest = json.loads((ADV / "manifest.json").read_text())
     for relative, entry in sorted(manifest.items()):
         cases.append((f"corpus: {entry['threat']}", ADV / "problems" / f"{entry['problem']}.py", ADV / relative,
