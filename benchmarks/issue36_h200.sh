@@ -7,6 +7,9 @@
 # honest:  the red team's honest matmul control through `hercules eval --json` (the side-by-side note)
 # cudal1:  CUDA-L1's sample through benchmarks/cudal1_h200.sh for what is left of CALL_S (resumes
 #          runs/cudal1-h200)
+# zygote:  the reference worker's fork server and the worker process tests, on the GPU machine's torch
+# recheck: the CUDA-L1 records in runs/cudal1-recheck/*.json through one bench (RECHECK_S, 240 s),
+#          into a run folder of their own (runs/cudal1-recheck/run)
 # redteam: benchmarks/redteam_classes.py --all through one bench (REDTEAM_JOBS evaluations in flight)
 #          for REDTEAM_S (default: what is left of CALL_S); resumes runs/redteam-classes
 #
@@ -45,6 +48,14 @@ EOF
       rm -f runs/cudal1/a100_sample.json
       OUT=$OUT CL1_TIME_S=$(( $(left) - 45 )) bash benchmarks/cudal1_h200.sh --eval-jobs 6 --baselines eager 2>&1 \
         | grep --line-buffered -v "^\s*$" | tail -n +1 ;;
+    zygote)
+      timeout 120 python3 -m pytest -q -p no:cacheprovider tests/harness/test_zygote.py tests/harness/test_ipc.py 2>&1 \
+        | tee "$OUT/zygote.log" | grep --line-buffered -E "passed|failed|Error|assert" ;;
+    recheck)
+      timeout --signal=INT --kill-after=30 ${RECHECK_S:-240} python3 -m hercules.cli bench runs/cudal1-recheck/*.json \
+        --device cuda --run-dir runs/cudal1-recheck/run --eval-jobs 4 --baselines eager 2>&1 \
+        | tee "$OUT/recheck_bench.log" | grep --line-buffered -v "^\s*$"
+      python3 benchmarks/cudal1_table.py runs/cudal1-recheck/run > "$OUT/recheck_table.md" 2>&1; cat "$OUT/recheck_table.md" ;;
     redteam)
       timeout --signal=INT --kill-after=20 ${REDTEAM_S:-$(( $(left) - 30 ))} python3 benchmarks/redteam_classes.py --device cuda --all \
         --bench-jobs ${REDTEAM_JOBS:-4} --run-dir runs/redteam-classes --out /tmp/redteam-verdicts \

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
 from hercules.harness.checks import DEFAULT_TOLERANCES
@@ -131,3 +132,21 @@ def test_on_a_transformed_set_atol_grows_with_the_references_rounding_noise_leas
     assert 1e3 < worker._tolerance_for(6, worker._expected(6)).atol / tol.atol < 1e5  # x100 twice: ~1e4
     ask(worker, "transform_check", {"seed": 7, "transform": "scale_x0.01"})
     assert worker._tolerance_for(7, worker._expected(7)).atol == tol.atol  # never tighter than the trials'
+
+
+def test_on_a_transformed_set_atol_grows_as_far_as_the_output_grew_where_its_noise_grew_less():
+    """A bias-dominated output (KernelBench level 2 #50's shape): on inputs x100 the reference's
+    own noise grows 2.7x while the values grow 50x; another summation order's error grows with
+    the values, so the atol does too. The least grown output still decides."""
+    worker = ReferenceWorker()
+    tol = DEFAULT_TOLERANCES["float32"]
+    ask(worker, "setup", {"device": "cpu", "dtype": "float32", "tolerance": tol.__dict__, "code": LINEAR,
+                          "init_seed": 1})
+    worker.transformed[9] = "scale_x100"
+    worker.plain_scales, worker.plain_magnitudes = [1e-7], [1.0]
+    grown = worker._tolerance_for(9, {"scales": [2.7e-7], "magnitudes": [50.0]}).atol / tol.atol
+    assert grown == pytest.approx(50.0)
+    assert worker._tolerance_for(9, {"scales": [2.7e-7], "magnitudes": [0.5]}).atol / tol.atol == pytest.approx(2.7)
+    worker.plain_scales, worker.plain_magnitudes = [1e-7, 1e-7], [1.0, 1.0]
+    both = worker._tolerance_for(9, {"scales": [2.7e-7, 1e-7], "magnitudes": [50.0, 1.0]}).atol / tol.atol
+    assert both == pytest.approx(1.0)  # the other output grew neither way

@@ -402,13 +402,15 @@ class _Evaluation:
         with private_dir("hercules-candidate-") as private:
             try:
                 with self._phase("start_workers"):
+                    # The candidate's first: its process starts (torch's import) while the
+                    # reference's comes from the zygote, which may still be importing torch itself.
+                    self.workers["candidate"], self.sandbox_info = start_candidate_worker(
+                        self.workdir / "build.log", plan, private, self.device, self.options,
+                        hidden=(self.workdir.parent, self.workdir))
                     # On the CPU the experts written in Triton (Liger-Kernel) run under its interpreter.
                     self.workers["reference"] = Worker.start(
                         "reference", self.workdir / "reference.log",
                         env={"TRITON_INTERPRET": "1"} if self.device.type == "cpu" else None)
-                    self.workers["candidate"], self.sandbox_info = start_candidate_worker(
-                        self.workdir / "build.log", plan, private, self.device, self.options,
-                        hidden=(self.workdir.parent, self.workdir))
                     self._group_reference()
                 self._run(scan, plan, private, stages)
             except Exception as exc:  # noqa: BLE001 - the parent's own fault, reported as such

@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any
 
+from hercules.harness import zygote
 from hercules.harness.codec import decode, encode
 from hercules.harness.datapath import receive_fds, send_fds
 
@@ -130,7 +131,7 @@ def package_pythonpath(existing: str = "") -> str:
 class Worker:
     """A child Python process running ``hercules.harness.worker`` with one duplex pipe."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen | zygote.ForkedProcess
     conn: Connection
     log_path: Path
     sandbox: Any = None  # hercules.harness.sandbox.Sandbox for untrusted workers
@@ -158,7 +159,13 @@ class Worker:
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         argv = [sys.executable, "-m", "hercules.harness.worker", role, str(child_end.fileno())]
         try:
-            if sandbox is not None:
+            process = None
+            if sandbox is None and role == "reference":
+                process = zygote.spawn(role, child_end.fileno(), log.fileno(), full_env,
+                                       str(cwd) if cwd else os.getcwd())
+            if process is not None:
+                pass
+            elif sandbox is not None:
                 process = sandbox.popen(argv, env=full_env, pass_fds=[child_end.fileno()], stdout=log,
                                         stderr=subprocess.STDOUT, cwd=cwd)
             else:

@@ -277,7 +277,8 @@ class ReferenceWorker(PackEnds):
     def __init__(self):
         self.inputs: _SizedCache = _SizedCache()  # seed -> input values
         self.transformed: dict[int, str] = {}  # seed -> the transform its set is made with (transforms.py)
-        self.plain_scales: list[float] | None = None  # each output's rms on a set not transformed
+        self.plain_scales: list[float] | None = None  # each output's noise on a set not transformed
+        self.plain_magnitudes: list[float | None] | None = None  # ... and its rms there
         self.expected: _SizedCache = _SizedCache()  # seed -> outputs and truth (``_compute_expected``)
         # seed -> problem-dtype outputs alone (``_expected_light``): a burst's calls go round a few
         # timing buffers, and computing the reference again for every judged call was most of a CPU
@@ -475,13 +476,15 @@ class ReferenceWorker(PackEnds):
         else:  # no float64 run: judged against the problem-dtype reference, downcast check off
             ref_errs = None
             expected = outs
-        # Each output's rounding noise: the problem-dtype reference's rms error against the truth.
+        # Each output's size (rms) and rounding noise (the problem-dtype reference's rms error
+        # against the truth).
+        magnitudes = [_rms(t) for t in expected]
         scales = [None if err is None or rms is None else err * rms
-                  for err, rms in zip(ref_errs, (_rms(t) for t in expected))] if ref_errs is not None else None
+                  for err, rms in zip(ref_errs, magnitudes)] if ref_errs is not None else None
         if seed not in self.transformed and self.plain_scales is None:
-            self.plain_scales = scales
+            self.plain_scales, self.plain_magnitudes = scales, magnitudes
         return {"outputs": expected, "dtype_outputs": outs, "specs": specs, "ref_errs": ref_errs,
-                "call_ms": call_ms, "scales": scales}
+                "call_ms": call_ms, "scales": scales, "magnitudes": magnitudes}
 
     def _tolerance_for(self, seed: int, entry: dict[str, Any]) -> Tolerance:
         """The trials' tolerance, its atol grown on a transformed set as far as the problem-dtype
@@ -490,12 +493,23 @@ class ReferenceWorker(PackEnds):
         Inputs x100 make a product's outputs, and its rounding errors, 1e4 larger; at atol = 1e-3
         an honest fp32 kernel summing in another order than the reference (CUDA-L1, KernelBench
         level 1 #15) missed 12 of 16M values by up to 2.69 on outputs of ~6e5. A softmax's noise
-        does not grow with its inputs, nor its atol. Never tighter than the trials' (x0.01)."""
+        does not grow with its inputs, nor its atol. Never tighter than the trials' (x0.01).
+
+        ...or as far as the output itself grew (its rms), where that is more: the reference's noise
+        is its own summation order's, and another order's grows with the values it sums. CUDA-L1's
+        kernel for KernelBench level 2 #50 (a fused ConvTranspose3d, pooling and scalings; relative
+        error 5.4e-6 in the trials against the reference's 3.5e-8) missed 1 of 29.5M values on
+        inputs x100 by 0.0040 where the reference's noise had grown the atol only 2.7x (0.0027)."""
         scales, plain = entry.get("scales"), self.plain_scales
         if seed not in self.transformed or not scales or not plain or len(scales) != len(plain) \
                 or any(not now or not was for now, was in zip(scales, plain)):
             return self.tol
-        growth = min(max(1.0, now / was) for now, was in zip(scales, plain))
+        sizes, plain_sizes = entry.get("magnitudes") or [], self.plain_magnitudes or []
+        if len(sizes) != len(scales) or len(plain_sizes) != len(plain) \
+                or any(not now or not was for now, was in zip(sizes, plain_sizes)):
+            sizes, plain_sizes = scales, plain  # no size to go by: the noise alone
+        growth = min(max(1.0, now / was, size / was_size)
+                     for now, was, size, was_size in zip(scales, plain, sizes, plain_sizes))
         return dataclasses.replace(self.tol, atol=self.tol.atol * growth)
 
     @handles(requests.DatapathOffer)
