@@ -17,7 +17,7 @@ import pytest
 
 from hercules.harness import zygote
 from hercules.harness.checks import DEFAULT_TOLERANCES
-from hercules.harness.ipc import Worker
+from hercules.harness.ipc import Worker, package_pythonpath
 
 # The problem checks, while the worker sets it up, what a fresh process would see.
 _PROBLEM = textwrap.dedent("""
@@ -124,7 +124,7 @@ def test_switched_off_the_worker_is_a_plain_child(tmp_path, monkeypatch):
 _EVALUATING = """
 import sys, time
 from pathlib import Path
-from hercules.harness.ipc import Worker
+from hercules.harness.ipc import Worker, package_pythonpath
 worker = Worker.start("reference", Path(sys.argv[1]))
 print(worker.process.pid, flush=True)
 time.sleep(600)
@@ -133,8 +133,9 @@ time.sleep(600)
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_workers_and_their_zygote_end_with_the_evaluating_process(tmp_path, sig):
+    env = dict(os.environ, PYTHONPATH=package_pythonpath(os.environ.get("PYTHONPATH", "")))
     parent = subprocess.Popen([sys.executable, "-c", _EVALUATING, str(tmp_path / "w.log")],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, env=env)
     try:
         pid = int(parent.stdout.readline())
         zygote_pid = _parent_pid(pid)
