@@ -180,7 +180,7 @@ def spawn(role: str, conn_fd: int, log_fd: int, env: Mapping[str, str], cwd: str
 # The zygote process
 
 
-def _child(sock: socket.socket, wake_fds: tuple[int, int], request: dict, fds: list[int]) -> None:
+def _child(request: dict, fds: list[int]) -> None:
     """In the forked child: become the worker the request describes (never returns)."""
     code = 1
     try:
@@ -270,7 +270,7 @@ def serve(sock: socket.socket) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(sock, (wake_r, wake_w), request, fds)
+            _child(request, fds)
         conn_fd, log_fd, status_w = fds
         os.close(conn_fd)
         os.close(log_fd)
