@@ -37,6 +37,11 @@ class PackError(ValueError):
     """A pack that is not what it claims to be (unsealed, too small, malformed layout)."""
 
 
+class PackBusy(PackError):
+    """A pack that could not be sealed yet (EBUSY): a writable mapping of it is left, or its pages
+    are still pinned (the kernel waits ~150 ms for transient references, then gives up)."""
+
+
 @dataclass(frozen=True)
 class TensorSlot:
     shape: tuple[int, ...]
@@ -255,8 +260,9 @@ def seal_pack(fd: int) -> None:
     try:
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
     except OSError as exc:
-        raise PackError(f"the pack could not be sealed (a writable mapping left, or sealed by its writer): "
-                        f"{exc}") from None
+        kind = PackBusy if exc.errno == errno.EBUSY else PackError
+        raise kind(f"the pack could not be sealed (a writable mapping left, or sealed by its writer): "
+                   f"{exc}") from None
     if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
         raise PackError("the pack could not be sealed")
 

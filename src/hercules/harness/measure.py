@@ -12,7 +12,7 @@ import contextlib
 import os
 import secrets
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from hercules.harness import build as build_mod
 from hercules.harness import collector, requests
 from hercules.harness.classify import Ending, WorkerEvent
 from hercules.harness.datapath import (
+    PackBusy,
     PackError,
     PackLayout,
     destination_pack,
@@ -95,6 +96,10 @@ class Destination:
         return {} if self.layout is None else {"into": self.layout.to_message()}
 
 
+# Requests made again when their destination could not be sealed because it was busy (EBUSY).
+SEAL_BUSY_ATTEMPTS = 3
+
+
 class Transfers:
     """How a burst's outputs travel back and what that costs with no call at all: shared by the
     candidate's measurement and the baselines', so both pay and deduct the same."""
@@ -160,11 +165,12 @@ class Transfers:
             close_fds([fd])
 
     def handed_back(self, reply: PackReply, fds: list[int], destination: Destination,
-                    what: str) -> tuple[PackReply, list[int]]:
+                    what: str, last: bool = True) -> tuple[PackReply, list[int]]:
         """The pack a candidate's reply hands in: the destination, sealed now, where the candidate
         wrote into it (a descriptor of its own returned, for the comparison to close); else the
         candidate's own. A destination that cannot be sealed (a writable mapping kept, its own
-        seals) is refused."""
+        seals) is refused; one that is only busy (EBUSY) raises PackBusy unless ``last``, for the
+        caller to make the request again (``candidate_into``)."""
         if not reply.into:
             return reply, fds
         close_fds(fds)
@@ -174,9 +180,34 @@ class Transfers:
         try:
             seal_pack(destination.fd)
         except PackError as exc:
+            if isinstance(exc, PackBusy) and not last:
+                raise
             self.session.workers["candidate"].kill()
             raise abort_for(WorkerEvent("candidate", "", Ending.UNREADABLE), f"{what}: {exc}") from None
         return replace(reply, layout=destination.layout.to_message()), [os.dup(destination.fd)]
+
+    def candidate_into(self, outputs_of: int, request: Callable[[Destination], requests.Request],
+                       timeout: float, what: str, extra_fds: tuple[int, ...] = ()
+                       ) -> tuple[float, BurstReply, list[int]]:
+        """A candidate's burst writing into a destination of ``outputs_of`` calls, timed on the
+        parent's clock: (ms, the reply, its pack's descriptors). A destination that could not be
+        sealed because it was busy is thrown away with its figure and the request made again, up
+        to SEAL_BUSY_ATTEMPTS times: pages still pinned right after an honest write (the kernel's
+        ~150 ms wait for transient references ran out beside two busy loops on the 2-core machine,
+        and an honest guarded fallback came out runtime_error). A writable mapping kept on purpose
+        is refused at every attempt; no attempt's outputs or time outlive its refusal."""
+        for attempt in range(SEAL_BUSY_ATTEMPTS):
+            with self.destination(outputs_of) as destination:
+                with collector.timed() as clock:
+                    reply, fds = self.session.candidate(BurstReply, request(destination), timeout, what,
+                                                        destination.fds(extra_fds))
+                try:
+                    reply, fds = self.handed_back(reply, fds, destination, what,
+                                                  last=attempt == SEAL_BUSY_ATTEMPTS - 1)
+                except PackBusy:
+                    continue
+            return clock.ms, reply, fds
+        raise AssertionError("unreachable: the last attempt raises or returns")
 
     def inputs_many(self, seeds: list[int]) -> tuple[int, dict[str, Any], int]:
         raw = self.session.call("reference", requests.InputsMany(seeds=seeds), self.session.run_timeout_s,
@@ -551,14 +582,10 @@ class Measurement:
         outputs_of = calls if judged is not None else 1
         overhead_ms = self.transfers.overhead_ms(outputs_of)
         for attempt in range(2):
-            with self.transfers.destination(outputs_of) as destination:
-                with collector.timed() as clock:
-                    burst, fds = self.session.candidate(BurstReply,
-                                                        requests.Burst(calls=calls, every_call=judged is not None,
-                                                                       **destination.fields()),
-                                                        timeout, "wall clock check", destination.fds())
-                total_ms = clock.ms
-                burst, fds = self.transfers.handed_back(burst, fds, destination, "wall clock check")
+            total_ms, burst, fds = self.transfers.candidate_into(
+                outputs_of, lambda destination: requests.Burst(calls=calls, every_call=judged is not None,
+                                                               **destination.fields()),
+                timeout, "wall clock check")
             self._last_pack_ms = burst.pack_ms
             if burst.pack_ms is not None and judged is None:
                 self.candidate_pack_ms.append(burst.pack_ms)
@@ -635,19 +662,15 @@ class Measurement:
         descriptors, for the caller to close)."""
         fd, layout, per_set = self.transfers.inputs_many(seeds)
         try:
-            with self.transfers.destination(len(seeds)) as destination:
-                with collector.timed() as clock:
-                    burst, fds = self.session.candidate(BurstReply,
-                                                        requests.FreshBurst(layout=layout, per_set=per_set,
-                                                                            **destination.fields()),
-                                                        self.deadlines.call_s(len(seeds), per_call_ms / 1e3),
-                                                        what, destination.fds((fd,)))
-                burst, fds = self.transfers.handed_back(burst, fds, destination, what)
+            ms, burst, fds = self.transfers.candidate_into(
+                len(seeds), lambda destination: requests.FreshBurst(layout=layout, per_set=per_set,
+                                                                    **destination.fields()),
+                self.deadlines.call_s(len(seeds), per_call_ms / 1e3), what, (fd,))
         finally:
             close_fds([fd])
         in_buffers = min(len(seeds), len(self._buffer_seeds))  # its first sets went into the timing buffers
         self._buffer_seeds[:in_buffers] = seeds[:in_buffers]
-        return clock.ms, burst, fds
+        return ms, burst, fds
 
     def _stream_findings(self, event_ms: float, wall_ms: float, enqueue_ms: float) -> list[Finding]:
         streams = self._streams()
