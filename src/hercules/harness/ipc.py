@@ -159,16 +159,13 @@ class Worker:
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         argv = [sys.executable, "-m", "hercules.harness.worker", role, str(child_end.fileno())]
         try:
-            process = None
-            if sandbox is None and role == "reference":
-                process = zygote.spawn(role, child_end.fileno(), log.fileno(), full_env,
-                                       str(cwd) if cwd else os.getcwd())
-            if process is not None:
-                pass
-            elif sandbox is not None:
+            # The trusted reference worker forks from the zygote where one can serve.
+            process = zygote.spawn(role, child_end.fileno(), log.fileno(), full_env,
+                                   str(cwd) if cwd else os.getcwd()) if sandbox is None and role == "reference" else None
+            if process is None and sandbox is not None:
                 process = sandbox.popen(argv, env=full_env, pass_fds=[child_end.fileno()], stdout=log,
                                         stderr=subprocess.STDOUT, cwd=cwd)
-            else:
+            elif process is None:
                 process = subprocess.Popen(
                     argv,
                     pass_fds=[child_end.fileno()],
