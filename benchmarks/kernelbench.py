@@ -162,7 +162,7 @@ def choose(args: argparse.Namespace) -> list[Path]:
     else:
         files = sample(args.corpus, args.per_level, args.levels)
     if args.filter:
-        files = [f for f in files if args.filter in f.name]
+        files = [f for f in files if any(text in f.name for text in args.filter)]
     return files[: args.limit] if args.limit else files
 
 
@@ -360,7 +360,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                        help="the N problems with the least work: FLOPs + bytes moved (for CPU runs)")
     p.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
     p.add_argument("--per-level", type=int, default=PER_LEVEL)
-    p.add_argument("--filter", default=None, help="only files whose name contains this text (of those chosen)")
+    p.add_argument("--filter", action="append", default=None,
+                   help="only files whose name contains this text (of those chosen); repeat for several")
     p.add_argument("--limit", type=int, default=0, help="at most this many problems (after --filter)")
     p.add_argument("--device", default="auto")
     p.add_argument("--baselines", default=None,

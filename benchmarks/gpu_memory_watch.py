@@ -1,0 +1,104 @@
+"""Run a command and print, every few seconds, who holds the GPU and how much memory is in use.
+
+    python benchmarks/gpu_memory_watch.py --every 10 --after 30 -- python benchmarks/kernelbench.py ...
+
+Each sample prints the device's used memory (NVML), then every process with a /dev/nvidia* file
+open (found through /proc, so a process NVML does not attribute, for example one in another PID
+namespace, is still listed) with its parent, age, resident memory, NVML's figure for it where NVML
+has one, and its command line. After the command ends, sampling goes on for ``--after`` seconds:
+device memory still in use then, and the processes holding it, are what outlived the command.
+The command's own output passes through unchanged; watch lines start with ``watch``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _nvml_used() -> tuple[str, dict[int, str]]:
+    if shutil.which("nvidia-smi") is None:
+        return "? (no nvidia-smi)", {}
+    total = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True).stdout.strip()
+    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout
+    per_pid = {}
+    for line in apps.splitlines():
+        pid, _, used = line.partition(",")
+        if pid.strip().isdigit():
+            per_pid[int(pid)] = used.strip()
+    return total, per_pid
+
+
+def _holders() -> list[int]:
+    """Processes with a /dev/nvidia* file open."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd).startswith("/dev/nvidia") for fd in (entry / "fd").iterdir()):
+                found.append(int(entry.name))
+        except OSError:
+            continue  # ended while looked at, or not ours to read
+    return sorted(found)
+
+
+def _describe(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ppid, start_ticks, rss_pages = int(stat[1]), int(stat[19]), int(stat[21])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, IndexError, ValueError):
+        return f"pid {pid}: gone"
+    rss_mb = rss_pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    return f"pid {pid} ppid {ppid} age {age:.0f}s rss {rss_mb:.0f}MB {cmd[:140]}"
+
+
+def sample(label: str) -> None:
+    total, per_pid = _nvml_used()
+    holders = _holders()
+    print(f"watch {time.strftime('%T')} {label}: used,total {total}; {len(holders)} holder(s); "
+          f"NVML attributes {len(per_pid)}", flush=True)
+    for pid in holders:
+        print(f"watch   {_describe(pid)} nvml={per_pid.get(pid, '-')}", flush=True)
+    for pid in sorted(set(per_pid) - set(holders)):
+        print(f"watch   NVML only: pid {pid} {per_pid[pid]}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--after", type=float, default=30.0, help="seconds to go on sampling after the command")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given (put it after --)")
+    sample("before")
+    child = subprocess.Popen(command)
+    try:
+        while child.poll() is None:
+            time.sleep(args.every)
+            sample("during")
+    except KeyboardInterrupt:
+        child.send_signal(2)
+        child.wait()
+    print(f"watch command ended: exit status {child.returncode}", flush=True)
+    deadline = time.monotonic() + args.after
+    while time.monotonic() < deadline:
+        sample("after")
+        time.sleep(min(args.every, max(0.0, deadline - time.monotonic())))
+    sample("end")
+    return child.returncode or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
