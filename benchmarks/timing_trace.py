@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--ops", default="burst,fresh_burst", help="ops to print (comma-separated, 'all')")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--trials", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=EvalOptions.timing_budget_s, help="timing budget, seconds")
     args = parser.parse_args()
     wanted = None if args.ops == "all" else set(args.ops.split(","))
     Session.call = traced(Session.call, wanted)
@@ -57,7 +59,8 @@ def main() -> None:
     candidate = Candidate(args.candidate.stem, args.candidate.read_text(), "trace")
     cache = Path(tempfile.mkdtemp(prefix="timing-trace-"))
     for _ in range(args.repeat):
-        options = EvalOptions(device=args.device, trials=2, baselines=("eager",), cache_dir=cache)
+        options = EvalOptions(device=args.device, trials=args.trials, baselines=("eager",), cache_dir=cache,
+                              timing_budget_s=args.budget)
         verdict = evaluate(problem, candidate, options).to_json()
         timing = verdict.get("timing") or {}
         summary = {"status": verdict.get("status"), "flags": verdict.get("flags"),

@@ -307,6 +307,7 @@ chunks = []
 for _ in range(int(sys.argv[1]) // 50):
     chunks.append(b"\\x01" * (50 << 20))  # written, so resident
     time.sleep(0.01)
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)  # held: a watchdog that polls sees it whatever the load
 print("allocated", len(chunks) * 50, "MB")
 """
 
@@ -537,7 +538,9 @@ def test_fallback_without_bwrap_is_marked_warned_once_and_still_kills_the_tree(t
 def test_fallback_watchdog_still_bounds_memory(tmp_path, fresh_probe):
     fresh_probe.setenv("HERCULES_BWRAP", str(tmp_path / "no-bwrap"))
     box = Sandbox(tmp_path / "box", limits=dataclasses.replace(SandboxLimits.default(), memory_bytes=300 * 10**6))
-    rc, out, _ = run_inside(box, MEMORY_BOMB, "1000")
+    # The watchdog polls: on the loaded 2-core machine the bomb once reached its 1000 MB and ended
+    # before a poll saw it; holding its memory for 30 s leaves the bound to the watchdog, not the race.
+    rc, out, _ = run_inside(box, MEMORY_BOMB, "1000", "30")
     assert rc == -signal.SIGKILL and "allocated" not in out
     assert box.breach and "host memory" in box.breach
 
