@@ -2,10 +2,10 @@
 
     python benchmarks/gpu_memory_watch.py --every 10 --after 30 -- python benchmarks/kernelbench.py ...
 
-Each sample prints the device's used memory (NVML), then every process with a /dev/nvidia* file
-open (found through /proc, so a process NVML does not attribute, for example one in another PID
-namespace, is still listed) with its parent, age, resident memory, NVML's figure for it where NVML
-has one, and its command line. After the command ends, sampling goes on for ``--after`` seconds:
+Each sample prints the device's used memory and how much of it NVML attributes to no visible
+process (``hercules.harness.device_memory``), then every process with a /dev/nvidia* file open
+(found through /proc, so a process NVML does not attribute is still listed) with its parent, age,
+resident memory, NVML's figure for it where NVML has one, and its command line. After the command ends, sampling goes on for ``--after`` seconds:
 device memory still in use then, and the processes holding it, are what outlived the command.
 The command's own output passes through unchanged; watch lines start with ``watch``.
 """
@@ -13,40 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-
-def _nvml_used() -> tuple[str, dict[int, str]]:
-    if shutil.which("nvidia-smi") is None:
-        return "? (no nvidia-smi)", {}
-    total = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader"],
-                           capture_output=True, text=True).stdout.strip()
-    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-                          capture_output=True, text=True).stdout
-    per_pid = {}
-    for line in apps.splitlines():
-        pid, _, used = line.partition(",")
-        if pid.strip().isdigit():
-            per_pid[int(pid)] = used.strip()
-    return total, per_pid
-
-
-def _holders() -> list[int]:
-    """Processes with a /dev/nvidia* file open."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if any(os.readlink(fd).startswith("/dev/nvidia") for fd in (entry / "fd").iterdir()):
-                found.append(int(entry.name))
-        except OSError:
-            continue  # ended while looked at, or not ours to read
-    return sorted(found)
+from hercules.harness import device_memory
 
 
 def _describe(pid: int) -> str:
@@ -62,41 +34,45 @@ def _describe(pid: int) -> str:
     return f"pid {pid} ppid {ppid} age {age:.0f}s rss {rss_mb:.0f}MB {cmd[:140]}"
 
 
-def sample(label: str) -> None:
-    total, per_pid = _nvml_used()
-    holders = _holders()
-    print(f"watch {time.strftime('%T')} {label}: used,total {total}; {len(holders)} holder(s); "
-          f"NVML attributes {len(per_pid)}", flush=True)
-    for pid in holders:
-        print(f"watch   {_describe(pid)} nvml={per_pid.get(pid, '-')}", flush=True)
-    for pid in sorted(set(per_pid) - set(holders)):
-        print(f"watch   NVML only: pid {pid} {per_pid[pid]}", flush=True)
+def sample(label: str, index: int) -> None:
+    memory = device_memory.read(index)
+    if memory is None:
+        print(f"watch {time.strftime('%T')} {label}: no nvidia-smi, or it cannot say", flush=True)
+        return
+    print(f"watch {time.strftime('%T')} {label}: {memory.used_mib} of {memory.total_mib} MiB in use, "
+          f"{memory.unattributed_mib} MiB attributed to no visible process", flush=True)
+    nvml = dict(memory.attributed)
+    for pid, _cmd in memory.holders:
+        print(f"watch   {_describe(pid)} nvml={nvml.get(pid, '-')}", flush=True)
+    for pid in sorted(set(nvml) - {pid for pid, _ in memory.holders}):
+        print(f"watch   NVML only: pid {pid} {nvml[pid]} MiB", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--after", type=float, default=30.0, help="seconds to go on sampling after the command")
+    parser.add_argument("--device", type=int, default=0, help="torch's CUDA device index")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given (put it after --)")
-    sample("before")
+    sample("before", args.device)
     child = subprocess.Popen(command)
     try:
         while child.poll() is None:
             time.sleep(args.every)
-            sample("during")
+            sample("during", args.device)
     except KeyboardInterrupt:
         child.send_signal(2)
         child.wait()
     print(f"watch command ended: exit status {child.returncode}", flush=True)
     deadline = time.monotonic() + args.after
     while time.monotonic() < deadline:
-        sample("after")
+        sample("after", args.device)
         time.sleep(min(args.every, max(0.0, deadline - time.monotonic())))
-    sample("end")
+    sample("end", args.device)
     return child.returncode or 0
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from hercules.harness.batch import BenchItem, item_dir, run_bench
+from hercules.harness.batch import BenchItem, _held_device, item_dir, run_bench
 from hercules.harness.evaluate import EvalOptions
-from hercules.harness.records import Status
+from hercules.harness.device_memory import DeviceMemory
+from hercules.harness.records import Cause, Speedups, Status, Verdict
 from hercules.problems.loaders import load_source
 from hercules.problems.model import Candidate
 from hercules.report.bench import write_reports
@@ -93,3 +94,19 @@ def test_out_of_memory_beside_other_evaluations_is_judged_again_alone(tmp_path):
     assert events.count(("evaluated", "oom")) == 1
     with sqlite3.connect(tmp_path / "run" / "results.sqlite") as db:
         assert db.execute("select count(*) from verdicts").fetchone()[0] == 2
+
+
+def test_out_of_memory_alone_on_a_held_device_says_what_held_it_and_is_the_machines_fault():
+    """Process-free: the rerun alone of an evaluation that ran out of device memory beside others,
+    out of memory again, with the device's figures read before it began (scripted)."""
+    oom = Verdict(status=Status.RUNTIME_ERROR, correct=False, flags=(), error="input factory: out of memory",
+                  max_abs_err=None, rel_err=None, ref_ms=None, cand_ms=None, speedup=Speedups(), sol_fraction=None,
+                  cause=Cause.OUT_OF_MEMORY)
+    held = DeviceMemory(used_mib=75000, total_mib=81559, attributed=((5627, 710),), holders=())
+    verdict = _held_device(oom, held)
+    assert verdict.status is Status.HARNESS_ERROR and verdict.cause is Cause.OUT_OF_MEMORY
+    assert "72.5 GiB to no visible process" in verdict.notes[-1]
+    empty = DeviceMemory(used_mib=600, total_mib=81559, attributed=((5627, 600),), holders=())
+    assert _held_device(oom, empty).status is Status.RUNTIME_ERROR  # the problem itself does not fit
+    unknown = _held_device(oom, None)
+    assert unknown.status is Status.RUNTIME_ERROR and "unknown" in unknown.notes[-1]

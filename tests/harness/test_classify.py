@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hercules.harness.classify import Ending, WorkerEvent, classify
+from hercules.harness.classify import DEVICE_HELD_FRACTION, Ending, WorkerEvent, classify, out_of_memory_alone
 from hercules.harness.records import Cause, Status
 
 CASES = [
@@ -57,3 +57,14 @@ def test_a_harness_fault_is_never_the_candidates_status_whatever_its_text_says()
         event = WorkerEvent(role, "run", Ending.REFUSED, "harness",
                             "transform scale_x100: OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB")
         assert classify(event) == (Status.HARNESS_ERROR, Cause.OUT_OF_MEMORY)
+
+
+def test_out_of_memory_judged_alone_on_a_held_device_is_the_machines_fault_not_the_problems():
+    held = DEVICE_HELD_FRACTION + 0.01
+    assert out_of_memory_alone(Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, held) is Status.HARNESS_ERROR
+    assert out_of_memory_alone(Status.CRASH, Cause.OUT_OF_MEMORY, 0.98) is Status.HARNESS_ERROR
+    # An empty device before it began: the problem (or candidate) did not fit; unknown: unchanged.
+    assert out_of_memory_alone(Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, 0.01) is Status.RUNTIME_ERROR
+    assert out_of_memory_alone(Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, None) is Status.RUNTIME_ERROR
+    # Only a device out of memory: a held device does not excuse another failure.
+    assert out_of_memory_alone(Status.INCORRECT, Cause.CANDIDATE_ERROR, 0.98) is Status.INCORRECT

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 
 from hercules import interrupt
 from hercules.harness import build as build_mod
+from hercules.harness import device_memory
+from hercules.harness.classify import out_of_memory_alone
 from hercules.harness.device_lock import DeviceLock
 from hercules.harness.evaluate import EvalOptions, evaluate, resolve_device, start_candidate_worker
 from hercules.harness.ipc import WorkerDied, WorkerTimeout, private_dir
@@ -239,11 +241,14 @@ def _bench_here(pending: Sequence[BenchItem], run_dir: Path, options: EvalOption
         if interrupt.STOP.is_set():
             break
         folder = item_dir(run_dir, item)
+        before = device_memory.read(device.index or 0) if device.type == "cuda" else None
         verdict = evaluate(item.problem, item.candidate, replace(options, artifacts_dir=folder), gpu_lock=gpu_lock)
         if interrupt.abandoned(verdict):
             _set_aside(folder, "verdict_interrupted.json")
             break
         verdict = _noted(verdict, _alone_note(f"{jobs - 1} other evaluation(s)"))
+        if verdict.cause is Cause.OUT_OF_MEMORY:
+            verdict = _held_device(verdict, before)
         write_text_atomic(folder / "verdict.json", json.dumps(verdict.to_json(), indent=1))
         finished(item, verdict)
 
@@ -308,6 +313,16 @@ def _tracked_verdict(item: BenchItem, future: Future, progress: Progress | None)
         return tracked.verdict
     return _noted(tracked.verdict, f"evaluated {tracked.attempts} times: the process evaluating it died under "
                                    f"the first {tracked.attempts - 1} (the infrastructure, not the candidate)")
+
+
+def _held_device(verdict: Verdict, before: device_memory.DeviceMemory | None) -> Verdict:
+    """An evaluation out of device memory again when judged alone: what held the device before it
+    began, and the machine's fault (harness_error) where that was more than the problem's share."""
+    if before is None:
+        return _noted(verdict, "out of device memory judged alone; what held the device is unknown (no nvidia-smi)")
+    status = out_of_memory_alone(verdict.status, verdict.cause, before.used_fraction)
+    return replace(_noted(verdict, f"out of device memory judged alone; before it began: {before.describe()}"),
+                   status=status)
 
 
 def _alone_note(others: str) -> str:

@@ -92,3 +92,18 @@ def classify(event: WorkerEvent) -> tuple[Status, Cause]:
     if event.kind == "crash":
         return Status.CRASH, Cause.CANDIDATE_CRASH
     return (Status.BUILD_ERROR if event.op in BUILD_OPS else Status.RUNTIME_ERROR), Cause.CANDIDATE_ERROR
+
+
+# An evaluation judged again alone (no other evaluation of its run in flight) that runs out of
+# device memory once more, while more than this share of the device was already in use before it
+# started: the machine's state decided it, not the problem or the candidate. On the H100 16
+# KernelBench references came out runtime_error this way with 77.5 of 79.2 GiB in use beforehand.
+DEVICE_HELD_FRACTION = 0.1
+
+
+def out_of_memory_alone(status: Status, cause: Cause, held_fraction: float | None) -> Status:
+    """The status of a verdict judged alone, given the share of the device in use before it began
+    (None: not known, the status stands)."""
+    if cause is Cause.OUT_OF_MEMORY and held_fraction is not None and held_fraction > DEVICE_HELD_FRACTION:
+        return Status.HARNESS_ERROR
+    return status
