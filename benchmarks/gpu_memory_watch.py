@@ -5,8 +5,9 @@
 Each sample prints the device's used memory and how much of it NVML attributes to no visible
 process (``hercules.harness.device_memory``), then every process with a /dev/nvidia* file open
 (found through /proc, so a process NVML does not attribute is still listed) with its parent, age,
-resident memory, NVML's figure for it where NVML has one, and its command line. After the command ends, sampling goes on for ``--after`` seconds:
-device memory still in use then, and the processes holding it, are what outlived the command.
+resident memory, NVML's figure for it where NVML has one, and its command line. After the command
+ends, sampling goes on for ``--after`` seconds: device memory still in use then, and the processes
+holding it, are what outlived the command.
 The command's own output passes through unchanged; watch lines start with ``watch``.
 """
 from __future__ import annotations
@@ -19,19 +20,16 @@ import time
 from pathlib import Path
 
 from hercules.harness import device_memory
+from hercules.harness.sandbox import _read_stat
 
 
-def _describe(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ppid, start_ticks, rss_pages = int(stat[1]), int(stat[19]), int(stat[21])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except (OSError, IndexError, ValueError):
+def _describe(pid: int, cmd: str) -> str:
+    stat = _read_stat(pid)
+    if stat is None:
         return f"pid {pid}: gone"
-    rss_mb = rss_pages * os.sysconf("SC_PAGE_SIZE") / 1e6
-    return f"pid {pid} ppid {ppid} age {age:.0f}s rss {rss_mb:.0f}MB {cmd[:140]}"
+    age = float(Path("/proc/uptime").read_text().split()[0]) - stat.start / os.sysconf("SC_CLK_TCK")
+    rss_mb = stat.rss_pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    return f"pid {pid} ppid {stat.ppid} age {age:.0f}s rss {rss_mb:.0f}MB {cmd[:140]}"
 
 
 def sample(label: str, index: int) -> None:
@@ -42,8 +40,8 @@ def sample(label: str, index: int) -> None:
     print(f"watch {time.strftime('%T')} {label}: {memory.used_mib} of {memory.total_mib} MiB in use, "
           f"{memory.unattributed_mib} MiB attributed to no visible process", flush=True)
     nvml = dict(memory.attributed)
-    for pid, _cmd in memory.holders:
-        print(f"watch   {_describe(pid)} nvml={nvml.get(pid, '-')}", flush=True)
+    for pid, cmd in memory.holders:
+        print(f"watch   {_describe(pid, cmd)} nvml={nvml.get(pid, '-')}", flush=True)
     for pid in sorted(set(nvml) - {pid for pid, _ in memory.holders}):
         print(f"watch   NVML only: pid {pid} {nvml[pid]} MiB", flush=True)
 

@@ -16,8 +16,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-MIB = 1 << 20
-
 
 @dataclass(frozen=True)
 class DeviceMemory:

@@ -159,9 +159,10 @@ class Worker:
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         argv = [sys.executable, "-m", "hercules.harness.worker", role, str(child_end.fileno())]
         try:
-            # The trusted reference worker forks from the zygote where one can serve.
-            process = zygote.spawn(role, child_end.fileno(), log.fileno(), full_env,
-                                   str(cwd) if cwd else os.getcwd()) if sandbox is None and role == "reference" else None
+            process = None
+            if sandbox is None and role == "reference":  # the trusted worker forks from a zygote where one can serve
+                process = zygote.spawn(role, child_end.fileno(), log.fileno(), full_env,
+                                       str(cwd) if cwd else os.getcwd())
             if process is None and sandbox is not None:
                 process = sandbox.popen(argv, env=full_env, pass_fds=[child_end.fileno()], stdout=log,
                                         stderr=subprocess.STDOUT, cwd=cwd)
