@@ -177,6 +177,31 @@ def test_a_device_pack_fills_device_buffers_in_place():
 
 
 @pytest.mark.gpu
+def test_a_reserved_allocation_is_filled_by_the_next_pack_once_and_a_too_small_one_is_not():
+    """The allocation made off the clock (``reserve``) holds the next pack that fits, once; a pack
+    larger than it gets one of its own, and the unused spare goes with ``drop_spare``."""
+    values = [torch.randn(1000, 300, device="cuda")]
+    size = device_pack.reserve(values[0].nbytes, "cuda")
+    assert size >= values[0].nbytes and device_pack._spare is not None
+    fd, layout = device_pack.write_device_pack(values, "cuda")
+    try:
+        assert device_pack._spare is None and layout.size == size  # the spare was used, and only once
+        assert torch.equal(read_pack(fd, layout, "cuda")[0], values[0])
+    finally:
+        os.close(fd)
+    device_pack.reserve(64, "cuda")
+    big = [torch.randn(4096, 1024, device="cuda")]
+    fd, layout = device_pack.write_device_pack(big, "cuda")
+    try:
+        assert device_pack._spare is not None and layout.size >= big[0].nbytes
+        assert torch.equal(read_pack(fd, layout, "cuda")[0], big[0])
+    finally:
+        os.close(fd)
+    device_pack.drop_spare()
+    assert device_pack._spare is None
+
+
+@pytest.mark.gpu
 def test_a_layout_claiming_more_than_the_allocation_is_refused():
     fd, layout = device_pack.write_device_pack([torch.ones(16, device="cuda")], "cuda")
     try:

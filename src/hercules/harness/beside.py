@@ -76,7 +76,7 @@ class Beside:
                 return None
             self.warm()
             overhead_ms = self.transfers.overhead_ms(self._calls)
-            with self.transfers.destination(self._calls) as destination, collector.timed() as clock:
+            with self.transfers.destination(self._calls, "reference") as destination, collector.timed() as clock:
                 reply = self.session.call("reference",
                                           requests.Burst(name=self.name, calls=self._calls, every_call=True,
                                                          seed=self.trials.seeds[0], **destination.fields()),
@@ -156,7 +156,7 @@ def trusted_burst_ms(session: Session, transfers: Transfers, name: str, calls: i
     """One burst of the reference worker's baseline ``name`` on the parent's clock, its last outputs
     in the reply: the per-call time, the calibrated round trip taken off."""
     overhead_ms = transfers.overhead_ms()
-    with transfers.destination(1) as destination, collector.timed() as clock:
+    with transfers.destination(1, "reference") as destination, collector.timed() as clock:
         reply = session.call("reference", requests.Burst(name=name, calls=calls, seed=seed, **destination.fields()),
                              timeout_s, f"baseline {name}", destination.fds())
     close_fds(reply.get("_fds") or [])

@@ -134,7 +134,7 @@ class Transfers:
                     fd, layout, _per_set = self.inputs_many([seeds[i % len(seeds)] for i in range(inputs_of)])
                     fds, fields = (fd,), {"layout": layout}
                 try:
-                    with self.destination(outputs_of) as destination, collector.timed() as clock:
+                    with self.destination(outputs_of, "reference") as destination, collector.timed() as clock:
                         raw = self.session.call("reference",
                                                 requests.Burst(name="", calls=0, seed=seeds[0], outputs_of=outputs_of,
                                                                **fields, **destination.fields()),
@@ -149,15 +149,25 @@ class Transfers:
         return self._calibrated[key]
 
     @contextlib.contextmanager
-    def destination(self, outputs_of: int) -> Iterator[Destination]:
+    def destination(self, outputs_of: int, writer: str) -> Iterator[Destination]:
         """Where a burst's worker writes ``outputs_of`` calls' outputs: a host pack whose pages are
         allocated here, before the clock starts (datapath.destination_pack: on the 2-core VM a
-        pack's own page allocation took 27-190 ms for 62 MB, the calls 2 ms); none with device
-        packs, which their writer allocates. The parent's descriptor is closed on leaving."""
-        if self.datapath != "memfd" or not self.trials.specs:
+        pack's own page allocation took 27-190 ms for 62 MB, the calls 2 ms). With device packs
+        none: the worker that will write one (``writer``: "candidate" or "reference") is asked to
+        allocate it now instead (``requests.Reserve``), for the same reason. The parent's
+        descriptor is closed on leaving."""
+        if not self.trials.specs:
             yield Destination(None, None)
             return
         layout = planned_layout(self.trials.specs, outputs_of)
+        if self.datapath != "memfd":
+            reserve = requests.Reserve(nbytes=layout.size)
+            if writer == "candidate":
+                self.session.candidate(Empty, reserve, self.session.run_timeout_s, "reserving a pack")
+            else:
+                self.session.call(writer, reserve, self.session.run_timeout_s, "reserving a pack")
+            yield Destination(None, None)
+            return
         fd = destination_pack(layout)
         try:
             yield Destination(fd, layout)
@@ -197,7 +207,7 @@ class Transfers:
         and an honest guarded fallback came out runtime_error). A writable mapping kept on purpose
         is refused at every attempt; no attempt's outputs or time outlive its refusal."""
         for attempt in range(SEAL_BUSY_ATTEMPTS):
-            with self.destination(outputs_of) as destination:
+            with self.destination(outputs_of, "candidate") as destination:
                 with collector.timed() as clock:
                     reply, fds = self.session.candidate(BurstReply, request(destination), timeout, what,
                                                         destination.fds(extra_fds))

@@ -64,6 +64,15 @@ class Datapath(Request):
 
 
 @dataclass(frozen=True)
+class Reserve(Request):
+    """Allocate now, off the clock, the device pack of at most ``nbytes`` that the next timed
+    request's reply will carry (``device_pack.reserve``); nothing where packs are host files."""
+
+    op: ClassVar[str] = "reserve"
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class Burst(Request):
     """Back-to-back calls: the candidate's (``every_call``: every call's outputs back, into the
     destination ``into`` when given), or a baseline's (``name``), or, with ``calls = 0``, the
