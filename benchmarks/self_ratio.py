@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 verdict = evaluate(problem, candidate, variant_options(text, base))
                 interval = verdict.speedup.interval("eager") if verdict.speedup else None
                 row = {"problem": path.stem, "variant": text, "status": verdict.status.value,
+                       "error": (verdict.error or "")[:600],
                        "flags": list(verdict.flags), "eager": verdict.speedup.eager if verdict.speedup else None,
                        "interval": interval, "seconds": round(time.perf_counter() - started, 1),
                        "timing": ({k: getattr(verdict.timing, k) for k in

@@ -55,8 +55,9 @@ class Tracked:
 
 
 def infrastructure_failure(verdict: Verdict) -> bool:
-    """True when the verdict says a worker was killed from outside rather than by its candidate."""
-    return verdict.cause is Cause.EXTERNAL_KILL
+    """True when the verdict says the machine failed under the evaluation: a worker killed from
+    outside rather than by its candidate, or the device refused to the trusted side."""
+    return verdict.cause in (Cause.EXTERNAL_KILL, Cause.DEVICE_UNAVAILABLE)
 
 
 class EvalExecutor(abc.ABC):

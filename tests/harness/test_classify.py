@@ -20,6 +20,11 @@ CASES = [
     (WorkerEvent("reference", "inputs", Ending.DIED), Status.RUNTIME_ERROR, Cause.REFERENCE),
     (WorkerEvent("reference", "inputs", Ending.DIED, external=True), Status.RUNTIME_ERROR, Cause.EXTERNAL_KILL),
     (WorkerEvent("candidate", "prepare", Ending.REFUSED, "device_missing"), Status.SKIPPED, Cause.DEVICE_MISSING),
+    (WorkerEvent("reference", "setup", Ending.REFUSED, "device_unavailable", "AcceleratorError: CUDA error: "
+                 "CUDA-capable device(s) is/are busy or unavailable"), Status.HARNESS_ERROR, Cause.DEVICE_UNAVAILABLE),
+    # the candidate's process can raise any text: its "device unavailable" stays its own failure
+    (WorkerEvent("candidate", "run", Ending.REFUSED, "device_unavailable", "busy or unavailable"),
+     Status.RUNTIME_ERROR, Cause.CANDIDATE_ERROR),
     (WorkerEvent("candidate", "run", Ending.REFUSED, "harness", "AttributeError: x"), Status.HARNESS_ERROR,
      Cause.HARNESS),
     (WorkerEvent("reference", "compare", Ending.REFUSED, "harness"), Status.HARNESS_ERROR, Cause.HARNESS),
@@ -68,3 +73,15 @@ def test_out_of_memory_judged_alone_on_a_held_device_is_the_machines_fault_not_t
     assert out_of_memory_alone(Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, None) is Status.RUNTIME_ERROR
     # Only a device out of memory: a held device does not excuse another failure.
     assert out_of_memory_alone(Status.INCORRECT, Cause.CANDIDATE_ERROR, 0.98) is Status.INCORRECT
+
+
+def test_the_workers_word_for_a_device_the_driver_refuses():
+    """The driver's text (cudaErrorDevicesUnavailable as torch raises it) is its own kind, before the
+    classification decides whose it is by role."""
+    from hercules.harness.worker import classify_exception
+
+    refused = RuntimeError("CUDA error: CUDA-capable device(s) is/are busy or unavailable\nSearch for "
+                           "`cudaErrorDevicesUnavailable' in https://docs.nvidia.com/cuda/")
+    assert classify_exception(refused) == "device_unavailable"
+    assert classify_exception(RuntimeError("Found no NVIDIA driver on your system")) == "device_missing"
+    assert classify_exception(ValueError("shapes do not match")) == "error"

@@ -127,3 +127,19 @@ def test_gpu_slots_time_with_cuda_events(problem, tmp_path):
         verdicts = [f.result(timeout=300) for f in futures]
     assert all(v.status is Status.OK for v in verdicts), [v.error for v in verdicts]
     assert all(v.timing.method == "cuda_events" and v.speedup.eager > 0 for v in verdicts)
+
+
+def test_the_machine_failing_under_an_evaluation_is_retried_and_its_candidates_failures_are_not():
+    """A worker killed from outside, or the device refused to the trusted side, is the machine's
+    failure (tried again, never cached); every cause that is the candidate's or the problem's is not."""
+    from hercules.executor import infrastructure_failure
+    from hercules.harness.records import Cause, Speedups, Verdict
+
+    def verdict(status: Status, cause: Cause) -> Verdict:
+        return Verdict(status=status, correct=False, flags=(), error="x", max_abs_err=None, rel_err=None,
+                       ref_ms=None, cand_ms=None, speedup=Speedups(), sol_fraction=None, cause=cause)
+
+    assert infrastructure_failure(verdict(Status.CRASH, Cause.EXTERNAL_KILL))
+    assert infrastructure_failure(verdict(Status.HARNESS_ERROR, Cause.DEVICE_UNAVAILABLE))
+    for cause in (Cause.CANDIDATE_ERROR, Cause.CANDIDATE_CRASH, Cause.REFERENCE, Cause.OUT_OF_MEMORY, Cause.HARNESS):
+        assert not infrastructure_failure(verdict(Status.RUNTIME_ERROR, cause)), cause

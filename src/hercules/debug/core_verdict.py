@@ -25,6 +25,7 @@ NOT_THE_CANDIDATE = {
     Cause.EXTERNAL_KILL: "external_kill",  # killed from outside (the host's OOM killer, a stop)
     Cause.REFERENCE: "problem",  # the problem's own code (the trusted side) failed
     Cause.HARNESS: "harness_error",  # Hercules' own code raised
+    Cause.DEVICE_UNAVAILABLE: "device_unavailable",  # the driver refused the trusted side the device
 }
 # The candidate's process ended or misbehaved for a reason the cause names; the subtype says which.
 CRASH_SUBTYPE = {

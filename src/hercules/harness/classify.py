@@ -9,6 +9,9 @@ raised by torch.
 
 Rules, in order:
 - a reply refused for want of the device -> ``skipped`` / ``device_missing``;
+- the reference's process refused the device by the driver (busy or unavailable) ->
+  ``harness_error`` / ``device_unavailable``: the machine's state, retried by the executor; the
+  candidate's process saying so is not believed (its code can raise any text), and stays its own;
 - out of device memory -> ``crash`` for the candidate, ``runtime_error`` for the reference,
   ``harness_error`` where Hercules' own code asked for the memory; cause ``out_of_memory``;
 - Hercules' own code raised (``harness``) -> ``harness_error`` / ``harness``: never the candidate's;
@@ -49,7 +52,8 @@ class WorkerEvent:
     role: str  # "reference" or "candidate"
     op: str
     ending: Ending
-    kind: str = ""  # the worker's own word for a refusal: error, crash, device_missing, harness, pack
+    kind: str = ""  # the worker's own word for a refusal: error, crash, device_missing, device_unavailable,
+    # harness, pack
     error: str = ""
     breach: bool = False  # died over a sandbox bound
     too_big: bool = False  # ... which the problem's own data exceeds
@@ -76,6 +80,8 @@ def classify(event: WorkerEvent) -> tuple[Status, Cause]:
         return (Status.CRASH, Cause.CANDIDATE_CRASH) if candidate else (Status.RUNTIME_ERROR, Cause.REFERENCE)
     if event.kind == "device_missing":
         return Status.SKIPPED, Cause.DEVICE_MISSING
+    if event.kind == "device_unavailable" and not candidate:
+        return Status.HARNESS_ERROR, Cause.DEVICE_UNAVAILABLE
     if is_oom(event.error):
         # Before the harness rule: torch raises it wherever the allocation failed, often in
         # Hercules' own code (a transform's inputs, a trial's truth) while neighbours fill a shared

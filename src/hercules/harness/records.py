@@ -46,6 +46,7 @@ class Cause(str, enum.Enum):
     DEVICE_MISSING = "device_missing"  # the candidate needs a device that is not present
     REFERENCE = "reference"  # the trusted side failed (the problem's own code)
     HARNESS = "harness"  # Hercules' own code raised (traceback kept in the run folder as harness_error.txt)
+    DEVICE_UNAVAILABLE = "device_unavailable"  # the trusted side's process was refused the device itself
 
 
 class Flag(str, enum.Enum):

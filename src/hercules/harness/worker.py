@@ -52,6 +52,12 @@ DEVICE_MISSING_MARKERS = (
     "Cannot find a working triton installation", "0 active drivers",
 )
 
+# The driver refusing this process the device (cudaErrorDevicesUnavailable: "busy or unavailable";
+# another process holding it in exclusive-process mode, or the driver's own state). On the H100 one
+# of 15 KernelBench references (23_EfficientNetB1) got it at setup with five other evaluations in
+# flight, and the problem came out runtime_error.
+DEVICE_UNAVAILABLE_MARKERS = ("busy or unavailable", "cudaErrorDevicesUnavailable", "CUDA_ERROR_DEVICE_UNAVAILABLE")
+
 
 def handles(kind: type[requests.Request]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers a worker method as the one answering requests of type ``kind``."""
@@ -69,6 +75,8 @@ def classify_exception(exc: BaseException) -> str:
         return "crash"
     if any(m.lower() in text.lower() for m in DEVICE_MISSING_MARKERS):
         return "device_missing"
+    if any(m.lower() in text.lower() for m in DEVICE_UNAVAILABLE_MARKERS):
+        return "device_unavailable"
     return "error"
 
 
