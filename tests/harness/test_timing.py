@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from hercules.harness.timing import L2_FLUSH_BYTES, rotation_sets, sets_to_keep
@@ -20,3 +21,26 @@ def test_the_cpu_rotates_through_every_trial_set_unchanged():
     sets = [(torch.ones(4),), (torch.zeros(4),)]
     assert sets_to_keep(1 << 40, torch.device("cpu")) > 1000
     assert rotation_sets(sets, torch.device("cpu")) == sets
+
+
+def test_the_device_clock_reads_nothing_off_cuda():
+    from hercules.harness.timing import DeviceClock
+
+    with DeviceClock(torch.device("cpu"), calls=4) as clock:
+        torch.ones(8).sum()
+    assert clock.ms() is None
+
+
+@pytest.mark.gpu
+def test_the_device_clock_reads_the_calls_on_the_device_per_call():
+    from hercules.harness.timing import DeviceClock
+
+    x = torch.randn(4096, 4096, device="cuda")
+    x @ x  # cuBLAS set up outside the clocks
+    torch.cuda.synchronize()
+    with DeviceClock(torch.device("cuda"), calls=4) as four:
+        for _ in range(4):
+            x @ x
+    with DeviceClock(torch.device("cuda"), calls=1) as one:
+        x @ x
+    assert 0 < four.ms() and 0.5 < four.ms() / one.ms() < 2.0  # per call: four calls read as one

@@ -14,7 +14,7 @@ import torch
 
 from hercules.harness import collector, requests
 from hercules.harness.ipc import Worker
-from hercules.harness.measure import Transfers
+from hercules.harness.measure import OwnReport, Transfers
 from hercules.harness.policy import PAIRED_ROUNDS, device_busy, paired_candidate_first, paired_speedup
 from hercules.harness.records import SideBySide
 from hercules.harness.session import Abort, Session, Trials, close_fds
@@ -35,7 +35,7 @@ class Beside:
     name: str = "eager"
     event_ms: float | None = None
     walls: list[float] = field(default_factory=list)
-    reports: list[tuple[float, float | None]] = field(default_factory=list)  # its own (issue ms a call, pack ms)
+    reports: list[OwnReport] = field(default_factory=list)  # its own figures of each burst
     void_rounds: int = 0
     best_probe_ms: float | None = None  # the idle probe's best on this device (the cache's)
     _calls: int = 1
@@ -82,9 +82,8 @@ class Beside:
                                                          seed=self.trials.seeds[0], **destination.fields()),
                                           900.0, f"baseline {self.name}", destination.fds())
             close_fds(reply.get("_fds") or [])
-        pack_ms = reply.get("pack_ms")
-        self.reports.append((float(reply.get("enqueue_ms") or 0.0),
-                             float(pack_ms) if isinstance(pack_ms, (int, float)) else None))
+        self.reports.append(OwnReport(float(reply.get("enqueue_ms") or 0.0), _figure(reply.get("pack_ms")),
+                                      _figure(reply.get("device_ms"))))
         per_call = max(0.0, clock.ms - overhead_ms) / self._calls
         if per_call <= 0.0:
             self.void_rounds += 1
@@ -161,3 +160,7 @@ def trusted_burst_ms(session: Session, transfers: Transfers, name: str, calls: i
                              timeout_s, f"baseline {name}", destination.fds())
     close_fds(reply.get("_fds") or [])
     return max(0.0, clock.ms - overhead_ms) / calls
+
+
+def _figure(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None

@@ -14,7 +14,7 @@ import secrets
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -269,10 +269,11 @@ class Measurement:
         self._warmed_fresh_calls: set[int] = set()
         self._sets = 1
         self.candidate_pack_ms: list[float] = []
-        # The candidate's own figures of its last checked burst: (enqueue ms a call, pack ms);
-        # diagnosis only, said beside the baseline's in the side-by-side note.
-        self.last_report: tuple[float, float | None] = (0.0, None)
+        # The candidate's own figures of its last checked burst; diagnosis only, said beside the
+        # baseline's in the side-by-side note.
+        self.last_report = OwnReport(0.0)
         self._last_pack_ms: float | None = None
+        self._last_device_ms: float | None = None
 
     # ---- the policy's probe --------------------------------------------------------------
     def buffer_seeds(self) -> list[int]:
@@ -287,7 +288,7 @@ class Measurement:
 
     def checked_burst(self, calls: int, judged: list[int | None], event_ms: float) -> float | None:
         wall, enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
-        self.last_report = (enqueue, self._last_pack_ms)
+        self.last_report = OwnReport(enqueue, self._last_pack_ms, self._last_device_ms)
         return wall
 
     def judged_passes(self, sets: int, per_call_ms: float) -> JudgedPasses | None:
@@ -463,7 +464,7 @@ class Measurement:
         if why is None:
             draw = secrets.SystemRandom()
             pairs = []
-            reports: list[tuple[float, float | None]] = []
+            reports: list[OwnReport] = []
             index = 0
             while not paired_rounds_enough(pairs, index):
                 figures: dict[str, float | None] = {}
@@ -596,7 +597,7 @@ class Measurement:
                 outputs_of, lambda destination: requests.Burst(calls=calls, every_call=judged is not None,
                                                                **destination.fields()),
                 timeout, "wall clock check")
-            self._last_pack_ms = burst.pack_ms
+            self._last_pack_ms, self._last_device_ms = burst.pack_ms, burst.device_ms
             if burst.pack_ms is not None and judged is None:
                 self.candidate_pack_ms.append(burst.pack_ms)
             result = self._judged(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins
@@ -704,26 +705,38 @@ class Measurement:
         return list(reply.names or reply.other)
 
 
-def reports_said(candidate: list[tuple[float, float | None]], baseline: list[tuple[float, float | None]]) -> str:
-    """The two sides' own reports over a side-by-side round's bursts, medians: the host's issue
-    time per call and the packing of a burst's outputs. Diagnosis for a round whose ratio moves
-    off 1 with the same code on both sides (on the H200 the red team's honest control read
-    0.64-0.76x of its reference): a slower issue says the candidate's process ran its host code
-    slower; a slower packing, that the hand-over differs. The candidate's figures are its own
-    word and decide nothing."""
-    def medians(reports: list[tuple[float, float | None]]) -> tuple[float | None, float | None]:
-        enqueue = [e for e, _ in reports if e]
-        pack = [p for _, p in reports if p is not None]
-        return (statistics.median(enqueue) if enqueue else None, statistics.median(pack) if pack else None)
+class OwnReport(NamedTuple):
+    """A worker's own figures of one burst of a side-by-side round (diagnosis only)."""
 
-    def said(value: float | None) -> str:
+    issue_ms: float  # the host's time to issue one call
+    pack_ms: float | None = None  # packing the burst's outputs
+    device_ms: float | None = None  # one call on the device, by events around the burst's calls
+
+
+def reports_said(candidate: list[OwnReport], baseline: list[OwnReport]) -> str:
+    """The two sides' own reports over a side-by-side round's bursts, medians: the host's issue
+    time per call, the device's time per call, and the packing of a burst's outputs. Diagnosis
+    for a round whose ratio moves off 1 with the same code on both sides (on the H200 the red
+    team's honest control read 0.64-0.76x of its reference; tanh_mul's 0.86-0.91x with events
+    that agree): a slower issue says the candidate's process ran its host code slower; slower
+    calls on the device, that its kernels ran slower there; a slower packing, that the hand-over
+    differs; none of them, that the difference is outside both processes' work. The candidate's
+    figures are its own word and decide nothing."""
+    def median(values: list[float | None]) -> float | None:
+        values = [v for v in values if v]
+        return statistics.median(values) if values else None
+
+    def said(reports: list[OwnReport], field: str) -> str:
+        value = median([getattr(r, field) for r in reports])
         return "-" if value is None else f"{value:.4g}"
 
-    (c_enqueue, c_pack), (b_enqueue, b_pack) = medians(candidate), medians(baseline)
-    if c_enqueue is None and b_enqueue is None and c_pack is None and b_pack is None:
+    if not any(median([getattr(r, f) for r in candidate + baseline]) for f in OwnReport._fields):
         return ""
-    return (f"; each side's own report, candidate/baseline medians: issue {said(c_enqueue)}/{said(b_enqueue)} ms "
-            f"a call, packing {said(c_pack)}/{said(b_pack)} ms a burst")
+    device = (f", on the device {said(candidate, 'device_ms')}/{said(baseline, 'device_ms')} ms a call"
+              if median([r.device_ms for r in candidate + baseline]) else "")  # none off CUDA
+    return (f"; each side's own report, candidate/baseline medians: issue {said(candidate, 'issue_ms')}/"
+            f"{said(baseline, 'issue_ms')} ms a call{device}, packing {said(candidate, 'pack_ms')}/"
+            f"{said(baseline, 'pack_ms')} ms a burst")
 
 
 def unique(findings: list[Finding]) -> list[Finding]:

@@ -172,6 +172,7 @@ class BurstReply(PackReply):
     enqueue_ms: float = 0.0
     executed_lines: tuple[int, ...] = ()
     pack_ms: float | None = None  # the worker's own report of packing the outputs: diagnosis only
+    device_ms: float | None = None  # ... and of its calls' time on the device, per call: diagnosis only
 
     @classmethod
     def _parse(cls, raw):
@@ -181,7 +182,8 @@ class BurstReply(PackReply):
             raise ProtocolError("executed_lines is not a list of ints")
         return cls(layout=base.layout, types=base.types, fds=base.fds, into=base.into,
                    enqueue_ms=_number(raw["enqueue_ms"], "enqueue_ms"), executed_lines=tuple(lines[:100000]),
-                   pack_ms=_number(raw.get("pack_ms"), "pack_ms", optional=True))
+                   pack_ms=_number(raw.get("pack_ms"), "pack_ms", optional=True),
+                   device_ms=_number(raw.get("device_ms"), "device_ms", optional=True))
 
 
 TIMING_FIELDS = ("median_ms", "mean_ms", "min_ms", "max_ms", "iqr_ms", "std_ms")

@@ -200,6 +200,34 @@ def copied_outputs(out: Any) -> Any:
     return out
 
 
+class DeviceClock:
+    """CUDA events on the current stream around a block, read once it has ended: how long the
+    block's work ran on the device, per ``calls`` (``ms``; None off CUDA). A worker's own report,
+    for diagnosis only: in the candidate's process it is the candidate's word."""
+
+    def __init__(self, device: torch.device, calls: int = 1):
+        self.cuda = device.type == "cuda"
+        self.calls = max(1, calls)
+        self.start = self.end = None
+
+    def __enter__(self) -> "DeviceClock":
+        if self.cuda:
+            self.start = _Event(enable_timing=True)
+            _record(self.start)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            self.end = _Event(enable_timing=True)
+            _record(self.end)
+
+    def ms(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        self.end.synchronize()
+        return _elapsed_time(self.start, self.end) / self.calls
+
+
 def single_call_ms(fn: Callable[[], Any], device: torch.device, flush) -> tuple[Any, float | None]:
     """One call after an L2 flush and a synchronise, timed by CUDA events (so the figure includes the
     host's launch overhead: compare it only with another single call). Returns (result, ms); ms is

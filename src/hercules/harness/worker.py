@@ -828,8 +828,11 @@ class ReferenceWorker(PackEnds):
                 if request.into is not None and self.device.type == "cpu":
                     return self._written_as_called(fn, sets, calls, request.into, fds,
                                                    fields={"executed_lines": list})
-                per_call, enqueue = _timing.burst_outputs(fn, sets, self.device, calls, every_call=True)
+                with _timing.DeviceClock(self.device, calls) as clock:
+                    per_call, enqueue = _timing.burst_outputs(fn, sets, self.device, calls, every_call=True)
             outs = [o for call in per_call for o in call]
+            return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": [], "device_ms": clock.ms()},
+                                    request.into, fds)
         else:
             fn, sets = self.baselines[request.name]
             with torch.no_grad():
@@ -1220,12 +1223,14 @@ class CandidateWorker(PackEnds):
         # Only the last burst's aliasing is read (``op_buffers``), as before: reading theirs here
         # would put that work inside this burst's clock, on the candidate's side only.
         self.last_every_call = ((), [])
-        per_call_outputs, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls, every_call=True,
-                                                          own_copies=self.outputs_reused)
+        with _timing.DeviceClock(self.device, calls) as clock:  # its own report: diagnosis only
+            per_call_outputs, enqueue = _timing.burst_outputs(self.model, arg_sets, self.device, calls,
+                                                              every_call=True, own_copies=self.outputs_reused)
         # Checked after the timed request, in ``buffers``: on a GPU a pass's calls take microseconds.
         self.last_every_call = (arg_sets, per_call_outputs)
         return self._pack_reply([o for outs in per_call_outputs for o in outs],
-                                {"enqueue_ms": enqueue, "executed_lines": self._lines()}, into, fds)
+                                {"enqueue_ms": enqueue, "executed_lines": self._lines(), "device_ms": clock.ms()},
+                                into, fds)
 
     @handles(requests.Streams)
     def op_streams(self, request: requests.Streams, fds: list[int]):
