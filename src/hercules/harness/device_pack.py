@@ -223,13 +223,7 @@ def reserve(nbytes: int, device: torch.device | str) -> int:
     index = _index(device)
     drv = driver()
     drop_spare()
-    size = _granules(nbytes, drv, index)
-    handle = drv.create(size, index)
-    try:
-        ptr = drv.map(handle, size, index, writable=True)
-    except DevicePackError:
-        drv.release(handle)
-        raise
+    handle, ptr, size = _mapped(nbytes, index, drv)
     _spare = _Spare(handle, ptr, size, index)
     return size
 
@@ -254,7 +248,12 @@ def _allocation(used: int, index: int, drv: Driver) -> tuple[int, int, int]:
     if spare is not None and spare.index == index and spare.size >= used:
         _spare = None
         return spare.handle, spare.ptr, spare.size
-    size = _granules(used, drv, index)
+    return _mapped(used, index, drv)
+
+
+def _mapped(nbytes: int, index: int, drv: Driver) -> tuple[int, int, int]:
+    """A new allocation of at least ``nbytes`` on device ``index``: (handle, writable mapping, size)."""
+    size = _granules(nbytes, drv, index)
     handle = drv.create(size, index)
     try:
         return handle, drv.map(handle, size, index, writable=True), size

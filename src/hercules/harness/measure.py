@@ -269,11 +269,9 @@ class Measurement:
         self._warmed_fresh_calls: set[int] = set()
         self._sets = 1
         self.candidate_pack_ms: list[float] = []
-        # The candidate's own figures of its last checked burst; diagnosis only, said beside the
+        # The candidate's own figures of its last burst; diagnosis only, said beside the
         # baseline's in the side-by-side note.
         self.last_report = OwnReport(0.0)
-        self._last_pack_ms: float | None = None
-        self._last_device_ms: float | None = None
 
     # ---- the policy's probe --------------------------------------------------------------
     def buffer_seeds(self) -> list[int]:
@@ -287,9 +285,7 @@ class Measurement:
         return wall
 
     def checked_burst(self, calls: int, judged: list[int | None], event_ms: float) -> float | None:
-        wall, enqueue, _lines = self._burst_wall(calls, judged[-1], event_ms, judged=judged)
-        self.last_report = OwnReport(enqueue, self._last_pack_ms, self._last_device_ms)
-        return wall
+        return self._burst_wall(calls, judged[-1], event_ms, judged=judged)[0]
 
     def judged_passes(self, sets: int, per_call_ms: float) -> JudgedPasses | None:
         return self._judged_passes(sets, per_call_ms)
@@ -597,7 +593,7 @@ class Measurement:
                 outputs_of, lambda destination: requests.Burst(calls=calls, every_call=judged is not None,
                                                                **destination.fields()),
                 timeout, "wall clock check")
-            self._last_pack_ms, self._last_device_ms = burst.pack_ms, burst.device_ms
+            self.last_report = OwnReport(burst.enqueue_ms, burst.pack_ms, burst.device_ms)
             if burst.pack_ms is not None and judged is None:
                 self.candidate_pack_ms.append(burst.pack_ms)
             result = self._judged(seed, burst, fds, "timed outputs", seeds=judged)  # ``seeds`` wins

@@ -812,14 +812,14 @@ class ReferenceWorker(PackEnds):
             # memory the process has written, like a burst's outputs. Not zeros made here: filling
             # 6.4 GB inside this request (KernelBench's level 1 activations; ~1.3 ms at the H200's
             # 4.8 TB/s) counted as overhead every burst pays, and eager's own bursts then read
-            # 1.4-2.6 ms a call for a 2.7 ms roofline. Not ``torch.empty`` either: on the CPU its
-            # untouched pages read as the kernel's one zero page, always in cache, and a 2 MB
-            # output packed that way cost less than half of packing a real one: the side-by-side
-            # rounds of scale_add then read ~0.35 ms a call for a 0.047 ms call.
+            # 1.4-2.6 ms a call for a 2.7 ms roofline. Not ``torch.empty`` either: on a GPU a
+            # multi-GB one may need the driver inside this request, and on the CPU its untouched
+            # pages read as the kernel's one zero page (scale_add's 32 outputs of 2 MB packed in
+            # 9.7 ms that way against 10.4 ms real, on the 2-core VM).
             outs = list(self._expected(request.seed)["dtype_outputs"])
             outs = outs * int(request.outputs_of)  # every call's outputs: as many bytes again
             synchronize(self.device)
-            enqueue = 0.0
+            fields = {"enqueue_ms": 0.0}
         elif request.every_call:
             # Timed beside a candidate's burst whose every call comes back: the same hand-over, so
             # both sides of the round's ratio pay the same.
@@ -831,13 +831,13 @@ class ReferenceWorker(PackEnds):
                 with _timing.DeviceClock(self.device, calls) as clock:
                     per_call, enqueue = _timing.burst_outputs(fn, sets, self.device, calls, every_call=True)
             outs = [o for call in per_call for o in call]
-            return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": [], "device_ms": clock.ms()},
-                                    request.into, fds)
+            fields = {"enqueue_ms": enqueue, "device_ms": clock.ms()}
         else:
             fn, sets = self.baselines[request.name]
             with torch.no_grad():
                 outs, enqueue = _timing.burst_outputs(fn, sets, self.device, calls)
-        return self._pack_reply(outs, {"enqueue_ms": enqueue, "executed_lines": []}, request.into, fds)
+            fields = {"enqueue_ms": enqueue}
+        return self._pack_reply(outs, {**fields, "executed_lines": []}, request.into, fds)
 
     @handles(requests.InputsIntact)
     def op_inputs_intact(self, request: requests.InputsIntact, fds: list[int]):
