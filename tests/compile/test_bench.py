@@ -3,7 +3,10 @@ from the GPU run)."""
 
 from __future__ import annotations
 
+import pytest
+
 from hercules.compile.bench import ablation, decode_row, measurements_to_reach
+from hercules.compile.regions import model_spec, roofline_tok_s
 
 
 def test_decode_row_on_cpu(tiny_models, cache_dir):
@@ -15,6 +18,10 @@ def test_decode_row_on_cpu(tiny_models, cache_dir):
     assert not row["cache_hit"] and row["compile_again_cache_hit"]
     assert 0 <= row["median_step_max_logit_diff"] <= row["max_logit_diff"] < 1e-3
     assert 0 < row["hercules_roofline_fraction"]
+    # the roofline divides by this device's own copy rate, measured for the row and said in it
+    assert row["roofline_bandwidth_gbs"] > 0
+    expected = roofline_tok_s(model_spec(tiny_models["tiny-llama"]), row["roofline_bandwidth_gbs"] * 1e9)
+    assert row["roofline_tok_s"] == pytest.approx(expected, rel=1e-12)
     assert row["regions"]["lm_head"]["x_per_token"] == 1 and row["regions"]["lm_head"]["chosen_ms"] > 0
     # the step's budget by region: every kernel the plan launches, its bytes and time
     budget = row["budget"]

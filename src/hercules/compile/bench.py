@@ -20,7 +20,19 @@ import torch
 from .fidelity import measure_fidelity, release
 from .regions import ModelSpec, Region, derive_regions, dtype_from_name, model_spec, roofline_tok_s, weight_bytes
 
-H200_COPY_BW = 4.24e12  # docs/design.md: measured device copy rate, bytes/s
+
+def roofline_bandwidth(device) -> float:
+    """The copy rate (bytes read + written per second) the weights-read roofline assumes: this
+    device's own, measured now. A fixed H200 figure (4.24e12, docs/design.md) put an H100's
+    Llama-3.2-1B row at 0.508 of a roofline its 3.35 TB/s HBM cannot reach."""
+    from hercules.harness.roofline import copy_rate
+
+    return copy_rate(torch.device(device))
+
+
+def _roofline_into(row: dict[str, Any], spec: ModelSpec, bandwidth: float, batch: int) -> None:
+    row["roofline_bandwidth_gbs"] = bandwidth / 1e9  # said in every row: the rooflines below divide by it
+    row["roofline_tok_s"] = roofline_tok_s(spec, bandwidth) * batch  # weights read once per step
 
 
 def _sync(device) -> None:
@@ -86,7 +98,7 @@ def agreement(out: torch.Tensor, reference: torch.Tensor, prompt_len: int) -> fl
     return float((out[:, prompt_len:n] == reference[:, prompt_len:n]).float().mean())
 
 
-def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int = 128, bandwidth: float = H200_COPY_BW,
+def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int = 128, bandwidth: float | None = None,
                baselines: tuple[str, ...] = ("eager", "static_compile"), compile_kwargs: dict | None = None,
                seed: int = 0, warmup: int = 1, reps: int = 3, fidelity: bool = True) -> dict[str, Any]:
     """One row of the decode table for ``model`` (already on its device, in its dtype); with
@@ -99,7 +111,8 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
     row: dict[str, Any] = {"row": "prompt", "batch": batch, "prompt_len": prompt_len, "position": prompt_len,
                            "new_tokens": new_tokens, "timing": "generate (prompt pass included)"}
     spec = model_spec(model)
-    row["roofline_tok_s"] = roofline_tok_s(spec, bandwidth) * batch  # weights read once per step
+    bandwidth = bandwidth or roofline_bandwidth(dev)
+    _roofline_into(row, spec, bandwidth, batch)
     row.update(kv_roofline(spec, bandwidth, batch, prompt_len, new_tokens - 1))  # its new_tokens - 1 decode steps
     eager_out = None
     if "eager" in baselines:
@@ -222,7 +235,8 @@ def _fidelity_into(row: dict[str, Any], model, dec, ids, new_tokens: int) -> Non
     row["fidelity"] = f.to_json()
 
 
-def long_context_row(model, *, position: int, batch: int = 1, new_tokens: int = 128, bandwidth: float = H200_COPY_BW,
+def long_context_row(model, *, position: int, batch: int = 1, new_tokens: int = 128,
+                     bandwidth: float | None = None,
                      baselines: tuple[str, ...] = ("eager",), compile_kwargs: dict | None = None, seed: int = 0,
                      warmup: int = 1, reps: int = 3, fidelity: bool = True) -> dict[str, Any]:
     """Decode steps behind a KV cache already holding ``position`` tokens (a random prompt of that
@@ -241,7 +255,8 @@ def long_context_row(model, *, position: int, batch: int = 1, new_tokens: int = 
     spec = model_spec(model)
     row: dict[str, Any] = {"row": "long_context", "batch": batch, "prompt_len": position, "position": position,
                            "new_tokens": new_tokens, "timing": "decode steps (generate 1 + m minus generate 1)"}
-    row["roofline_tok_s"] = roofline_tok_s(spec, bandwidth) * batch
+    bandwidth = bandwidth or roofline_bandwidth(dev)
+    _roofline_into(row, spec, bandwidth, batch)
     row.update(kv_roofline(spec, bandwidth, batch, position, new_tokens))
     if "eager" in baselines:
         row["eager_tok_s"] = step_tok_s(

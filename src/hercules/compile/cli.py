@@ -101,9 +101,9 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
 @click.option("--temperature", default=1.0, type=float)
 @click.option("--top-k", default=None, type=int)
 @click.option("--top-p", default=None, type=float)
-@click.option("--bandwidth-gbs", default=4240.0, show_default=True, type=float,
-              help="device copy rate for the weights-read roofline (the H200's measured 4,240 GB/s; "
-                   "benchmarks/results/h200_decode.md)")
+@click.option("--bandwidth-gbs", default=None, type=click.FloatRange(min=0.0, min_open=True),
+              help="device copy rate for the weights-read roofline (default: this device's, measured "
+                   "before the run; the H200's measured 4,240 GB/s)")
 @click.option("--fidelity", is_flag=True,
               help="teacher-forced KL against a float32 copy of the model, for Hercules and for HF in the same "
                    "dtype, and the gate (kl_hercules <= kl_hf); the copy takes 4 bytes a parameter while it runs")
@@ -150,7 +150,11 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
     from .regions import model_spec, roofline_tok_s
 
     if torch.device(device).type == "cuda":
-        roof = roofline_tok_s(model_spec(model), bandwidth_gbs * 1e9) * batch
+        from .bench import roofline_bandwidth
+
+        bandwidth = bandwidth_gbs * 1e9 if bandwidth_gbs else roofline_bandwidth(device)
+        result["roofline_bandwidth_gbs"] = bandwidth / 1e9
+        roof = roofline_tok_s(model_spec(model), bandwidth) * batch
         result["roofline_tok_s"] = roof
         result["roofline_fraction"] = result["tok_s"] / roof
     if compare_eager:

@@ -161,15 +161,20 @@ def _copy_ms(nbytes: int, device: torch.device) -> float:
     return _best_ms(lambda: target.copy_(source), device)  # both buffers are freed on return
 
 
+def copy_rate(device: torch.device) -> float:
+    """The device's copy bandwidth: bytes read + written per second by its best copy of 1 GiB (a GPU)
+    or 128 MiB (a CPU)."""
+    copy_bytes = (1 << 30) if device.type == "cuda" else (1 << 27)
+    return 2 * copy_bytes / (_copy_ms(copy_bytes, device) / 1e3)
+
+
 def measure_ceilings(device: torch.device) -> dict[str, Any]:
     """Copy bandwidth (bytes read + written per second) and matmul FLOP/s per dtype, TF32 off.
     ``ceiling_for`` raises these to the datasheet's peaks where the device has one."""
     gpu = device.type == "cuda"
-    copy_bytes = (1 << 30) if gpu else (1 << 27)
-    copy_ms = _copy_ms(copy_bytes, device)
     ceilings: dict[str, Any] = {
         "device_name": torch.cuda.get_device_name(device) if gpu else "cpu",
-        "bandwidth_bytes_per_s": 2 * copy_bytes / (copy_ms / 1e3),
+        "bandwidth_bytes_per_s": copy_rate(device),
         "matmul_flops_per_s": {},
     }
     saved = torch.backends.cuda.matmul.allow_tf32
