@@ -70,7 +70,7 @@ CASES = [
     ("eval --problem {P} --candidate {C} --tolerance loose", "--tolerance"),
     ("eval --problem {P} --candidate {C} --cache-dir README.md", "is a file, not a folder"),
     ("eval --problem {P} --candidate {C} --artifacts README.md", "is a file, not a folder"),
-    ("eval --problem {huge} --candidate {C} --device cpu", "needs at least 4503599.6 GB for its inputs"),
+    ("eval --problem {huge} --candidate {C} --device cpu", "needs at least 4503599.6 GB for its inputs (4503599.6 GB)"),
     ("bench missing_folder", "no such file or folder"),
     ("bench --filter no_such_problem", "none matches --filter"),
     ("bench {P} --candidates missing_folder", "no such candidates folder"),
@@ -88,6 +88,29 @@ CASES = [
     ("debug run --protocol n=x", "--protocol"),
     ("debug validate --jobs 0", "--jobs"),
     ("generate --preset no_such_model --device cpu", "unknown preset"),
+    ("generate --preset tiny-llama --device cpu --new-tokens -1", "--new-tokens"),
+    ("compile --preset tiny-llama --device cpu --batch 0", "--batch"),
+    # Numbers out of range and paths in the way, for the options of every command (an infinite
+    # budget would time one call forever; a bad URL failed at the first model call, rounds later).
+    ("eval --problem {P} --candidate {C} --budget inf", "positive, finite number"),
+    ("bench {P} --candidates README.md", "is a file, not a folder"),
+    ("optimize --problem {P} --base-url notaurl --model M", "not an http(s) URL"),
+    ("optimize --problem {P} --concurrency 0", "--concurrency"),
+    ("optimize --problem {P} --top-p 2", "--top-p"),
+    ("optimize --problem {P} --llm-timeout 0", "--llm-timeout"),
+    ("optimize --problem {P} --token-budget -5", "--token-budget"),
+    ("optimize --problem {P} --limit 0", "--limit"),
+    ("optimize --problem {P} --backend replay --replay src/hercules/suite/candidates --out README.md",
+     "is a file, not a folder"),
+    ("serve --retries -1", "--retries"),
+    ("serve --admission-timeout -1", "--admission-timeout"),
+    ("serve --budget inf", "positive, finite number"),
+    ("debug run --limit 0", "--limit"),
+    ("debug list --limit -1", "--limit"),
+    ("debug run --fixer http --base-url notaurl --model M --device cpu --limit 1", "not an http(s) URL"),
+    ("debug run --device cpu --limit 1 --out README.md/run", "cannot create the folder"),
+    ("serve --device cpu --ray-address nohost.invalid:6379", "cannot reach the Ray cluster at nohost.invalid:6379"),
+    ("bench --filter mish --device cpu --ray-address 127.0.0.1:1", "cannot reach the Ray cluster at 127.0.0.1:1"),
     ("no_such_command", "No such command"),
 ]
 if NO_GPU:  # a GPU asked for on a machine without one: the one line names it, not torch's assertion
@@ -117,6 +140,14 @@ def test_an_unusable_input_is_one_line_and_exit_2(command, message, unusable_run
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hercules: error:"), result.stderr[-2000:]
     assert message in lines[0], lines[0]
+
+
+def test_an_address_serve_cannot_listen_on_is_one_line_without_a_banner():
+    """The banner (devices, timed evaluations at once, cache) comes only once the address is bound."""
+    result = hercules("serve", "--device", "cpu", "--host", "256.1.1.1", "--port", "0", "--no-cache")
+    assert result.returncode == 2 and result.stdout == "", result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hercules: error: cannot listen on 256.1.1.1"), lines
 
 
 # ---- --help examples ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from hercules.cli_common import evaluation_options, read_source, writable_folder
+from hercules.cli_common import evaluation_options, output_console, read_source, writable_folder
 from hercules.cli_common import fail as _fail
 from hercules.compile.cli import compile_command, generate_command
 from hercules.debug.cli import debug_group
@@ -113,7 +113,6 @@ def list_command(source: str, as_json: bool, no_sizes: bool) -> None:
     if as_json:
         click.echo(json.dumps(summaries))
         return
-    from rich.console import Console
     from rich.table import Table
 
     size_columns = () if no_sizes else ("inputs", "params", "outputs", "FLOPs")
@@ -127,8 +126,7 @@ def list_command(source: str, as_json: bool, no_sizes: bool) -> None:
             row += [fmt.size(z["input_bytes"]), fmt.size(z["param_bytes"]), fmt.size(z["output_bytes"]),
                     fmt.flops(z["flops"])]
         table.add_row(*row, s["source"])
-    # Piped or redirected: the whole table, not cut at 80 columns as rich does off a terminal.
-    console = Console(width=None if sys.stdout.isatty() else 4096)
+    console = output_console()
     console.print(table)
     if not no_sizes:
         console.print("FLOPs: matmuls, convolutions and attention as torch.utils.flop_counter counts them "
@@ -161,22 +159,23 @@ def eval_command(problem_path, candidate_path, evaluation, artifacts, as_json):
     """
     from hercules.harness.evaluate import evaluate
 
-    from hercules.problems.footprint import does_not_fit
+    from hercules.problems.footprint import check_memory
 
     problem = _load_one_problem(problem_path)
     candidate = _load_candidate(candidate_path, problem.name)
     options = evaluation
-    if too_large := does_not_fit(problem.code, problem.name, _device_name(options.device)):
-        _fail(too_large)
+    memory = check_memory(problem.code, problem.name, _device_name(options.device))
+    if memory.refusal:
+        _fail(memory.refusal)
+    if memory.warning:
+        click.echo(f"hercules eval: warning: {memory.warning}", err=True)
     if artifacts:
         options = replace(options, artifacts_dir=writable_folder(artifacts, "--artifacts"))
     if as_json:
         verdict = evaluate(problem, candidate, options)
         click.echo(json.dumps(verdict.to_json()))
         return
-    from rich.console import Console
-
-    console = Console(stderr=False)
+    console = output_console()
     with console.status(f"evaluating {candidate.name} on {problem.name}"):
         verdict = evaluate(problem, candidate, options)
     from hercules.report.console import print_verdict
@@ -241,11 +240,10 @@ def bench_command(sources, candidates_dir, evaluation, run_dir, jobs, eval_jobs,
     folder = writable_folder(run_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"), "--run-dir")
     executor = _bench_cluster(ray_address, options.device, eval_jobs)
 
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     # A wide table when written to a file or pipe (CI logs, the GPU machine); the terminal's otherwise.
-    console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 180)
+    console = output_console(stderr=as_json, piped_width=180)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[last]}"), console=console, transient=False) as bar:
         builds = bar.add_task("build", total=len(items), last="")
@@ -332,14 +330,15 @@ def _device_name(device: str) -> str:
 def _warn_too_large(items, device: str) -> None:
     """Say up front, with the numbers, which problems cannot fit where they will run (their
     evaluations would end as an out-of-memory or killed worker, minutes later)."""
-    from hercules.problems.footprint import does_not_fit
+    from hercules.problems.footprint import check_memory
 
     seen: set[str] = set()
     for item in items:
         if item.problem.name not in seen:
             seen.add(item.problem.name)
-            if too_large := does_not_fit(item.problem.code, item.problem.name, _device_name(device)):
-                click.echo(f"hercules bench: warning: {too_large}", err=True)
+            memory = check_memory(item.problem.code, item.problem.name, _device_name(device))
+            if said := memory.refusal or memory.warning:
+                click.echo(f"hercules bench: warning: {said}", err=True)
 
 
 # The compiler's commands (hercules generate / hercules compile) live with the compiler.

@@ -5,6 +5,7 @@ new evaluation option is added here once), and reading the user's files with a o
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -60,6 +61,18 @@ def check_device(device: str, flag: str = "--device") -> str:
     return device
 
 
+def check_base_url(given: str | None, flag: str = "--base-url") -> None:
+    """An OpenAI-compatible server's URL (given, or HERCULES_LLM_BASE_URL) that the client can
+    call: anything else would end the first model call, minutes into a run, in urllib's traceback."""
+    import os
+    from urllib.parse import urlsplit
+
+    url = given or os.environ.get("HERCULES_LLM_BASE_URL")
+    if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        source = flag if given else "HERCULES_LLM_BASE_URL"
+        fail(f"{source} {url!r}: not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
+
+
 def writable_folder(path: str | Path, flag: str) -> Path:
     """A folder that exists or can be made (a one-line refusal for a file in the way)."""
     folder = Path(path)
@@ -70,6 +83,16 @@ def writable_folder(path: str | Path, flag: str) -> Path:
     except OSError as exc:
         fail(f"{flag} {path}: cannot create the folder ({exc.strerror})")
     return folder
+
+
+def output_console(stderr: bool = False, piped_width: int = 4096):
+    """A rich console for a command's tables: the terminal's width on a terminal; piped or
+    redirected, wide enough for the whole table (rich cuts at 80 columns off a terminal, folding
+    every cell of a ``hercules ... | cat`` or a log into unreadable slivers)."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else piped_width)
 
 
 def read_source(path: str | Path, what: str) -> str:
@@ -101,8 +124,8 @@ def eval_options(device: str = "auto", trials: int = 5, budget: float = 0.3, bas
         fail(f"--device {device!r}: use auto, cpu, cuda or cuda:N")
     if trials < 1:
         fail("--trials must be at least 1")
-    if not budget > 0:
-        fail("--budget must be a positive number of seconds")
+    if not (budget > 0 and math.isfinite(budget)):  # inf would time one call forever
+        fail("--budget must be a positive, finite number of seconds")
     options = EvalOptions(device=device, trials=trials, timing_budget_s=budget, time_candidate=not no_timing,
                           baselines=baseline_list(baselines), tolerance=tolerance)
     return replace(options, cache_dir=writable_folder(cache_dir, "--cache-dir")) if cache_dir else options

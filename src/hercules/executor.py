@@ -298,6 +298,24 @@ class _EvalActor:
         return f"{self.device} on {socket.gethostname()} pid {os.getpid()}" + (f" GPU {gpu}" if gpu else "")
 
 
+RAY_CONNECT_S = 5.0
+
+
+def _check_reachable(address: str) -> None:
+    """A cluster address (``host:port`` or ``ray://host:port``) whose host does not resolve or whose
+    port does not accept a connection: ValueError at once, with the reason. Ray itself retries such
+    an address for minutes before giving up (``serve --ray-address nohost:1`` waited over 40 s with
+    nothing said). ``auto`` and other forms go to Ray as they are."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_S):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot reach the Ray cluster at {host}:{port} ({exc.strerror or exc})") from None
+
+
 class RayExecutor(EvalExecutor):
     """One evaluation actor per GPU across the cluster (``num_gpus=1``), or ``workers`` CPU actors.
 
@@ -316,6 +334,7 @@ class RayExecutor(EvalExecutor):
                 ray.init(num_cpus=max(workers or 2, 2), include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": _package_env()})
             else:
+                _check_reachable(address)
                 ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": _package_env()})
             self._owns_ray = True
         gpus = int(ray.cluster_resources().get("GPU", 0))

@@ -68,6 +68,7 @@ def test_honest_candidate_is_ok_with_timing_and_sol_and_flop_counts_are_kept_per
     assert verdict.flags == ()
     assert verdict.correct and verdict.rel_err < 1e-5
     assert verdict.cand_ms > 0 and verdict.ref_ms > 0
+    assert verdict.timing.interpreted is False  # a PyTorch candidate: timed for real
     # Eager was timed beside the candidate, in the same rounds (the candidate stopped while eager
     # ran): the speedup is the median of the rounds' ratios, with its interval.
     low, high = verdict.speedup.interval("eager")
@@ -533,3 +534,45 @@ def test_events_timed_again_keep_the_buffers_revalidation_wrote(problem, options
     assert verdict.status is Status.OK and verdict.flags == (), verdict.error
     assert any(note.startswith("events timed again") for note in verdict.notes), verdict.notes
     assert verdict.requests["candidate.time"]["count"] == 1 + policy.EVENTS_RETIMES
+
+
+DOUBLE_PROBLEM = HEADER + """
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+def get_inputs():
+    return [torch.randn(256)]
+
+def get_init_inputs():
+    return []
+"""
+
+DOUBLE_TRITON = HEADER + """
+import triton
+import triton.language as tl
+
+@triton.jit
+def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        _double[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+        return out
+"""
+
+
+def test_a_triton_candidate_timed_under_the_cpu_interpreter_says_so_in_its_verdict(options, tmp_path):
+    """What the interpreter's time measures is the interpreter: the verdict's timing says so, in the
+    JSON every report, serve answer and reward reads (not only where a report infers it)."""
+    path = tmp_path / "double.py"
+    path.write_text(DOUBLE_PROBLEM)
+    problem = load_source(path).problems[0]
+    verdict = evaluate(problem, Candidate(name="double", code=DOUBLE_TRITON, source="test"), replace(options, trials=2))
+    assert verdict.status is Status.OK, verdict.error
+    assert verdict.timing is not None and verdict.timing.interpreted is True
+    assert verdict.to_json()["timing"]["interpreted"] is True

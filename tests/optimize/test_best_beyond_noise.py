@@ -59,3 +59,20 @@ def test_speedups_measured_side_by_side_beat_only_when_their_intervals_do_not_ov
     assert not beats(pool.variants[2], pool.variants[1]) and pool.best().name == "r1s0"
     pool.add(_side_by_side(3, 1.60, 1.35, 1.80))  # clear of the first's 1.30
     assert pool.best().name == "r3s0" and pool.best_speedup() == 1.60
+
+
+def test_the_reports_show_every_speedup_with_its_interval_and_a_tie_as_one(tmp_path):
+    from hercules.optimize.loop import ProblemState
+    from hercules.optimize.report import render_markdown, write_best
+
+    pool = Pool(PROBLEM)
+    pool.add(_side_by_side(1, 1.32, 1.02, 1.75))
+    pool.add(_side_by_side(2, 1.13, 0.79, 1.86))  # the interval holds 1.0: a tie with eager
+    state = ProblemState(pool=pool)
+    result = write_best(tmp_path, state)
+    assert result.best_intervals["eager"] == (1.02, 1.75)
+    assert result.to_json()["best_intervals"]["eager"] == [1.02, 1.75]
+    md = render_markdown([result], {"p": state}, {"objective": "eager"})
+    best_row = next(line for line in md.splitlines() if line.startswith("| p | r1s0 |"))
+    assert "1.32x [1.02-1.75]" in best_row
+    assert "1.13x [0.79-1.86] tie" in next(line for line in md.splitlines() if "| r2s0 |" in line)

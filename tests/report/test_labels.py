@@ -66,6 +66,13 @@ def test_reports_label_interpreted_rows_and_name_both_checks():
     assert 'id="interpreted"' in html and html.count('<span class="interp"') >= 1
     assert escape(labels.CHECKS_DIFFER) in html
     assert "Triton&#39;s CPU interpreter, which runs every program instance" in html  # the timeout's cause
+    # The markdown says so too: in the timed-out row's status, and once below the table.
+    timeout_row = next(line for line in md.splitlines() if "| triton_slow |" in line)
+    assert "timeout (Triton CPU interpreted)" in timeout_row
+    assert labels.INTERPRETED_TIMEOUT_NOTE in md
+    # A timeout of a compiled kernel (a GPU's) is a plain timeout.
+    gpu = verdict(Status.TIMEOUT, language="triton", device="cuda:0", error="no answer within 60 s")
+    assert labels.status_text(gpu) == "timeout" and labels.status_text(ROWS[3][3]) != "timeout"
 
 
 def _shown(v: Verdict) -> str:

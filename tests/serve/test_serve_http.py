@@ -58,6 +58,18 @@ def test_batch_answers_in_order(server, problem_code):
     ({"problem": "mish_fp32", "candidate": "x", "options": {"baselines": "eager"}}, "must be a list of names"),
     ({"problem": "mish_fp32", "candidate": "x", "options": {"baselines": ["eagre"]}}, "unknown baselines eagre"),
     ({"problem": "mish_fp32", "candidate": "x", "reward": {"transform": "cube"}}, "transform must be"),
+    # A field present with the wrong type is named as such, not as missing.
+    ({"problem": "mish_fp32", "candidate": 5}, "'candidate' must be ModelNew source text"),
+    ({"problem": "mish_fp32", "completion": ["x"]}, "'completion' must be the model's output as text"),
+    ({"problem": "mish_fp32", "candidate": "x", "reward": 3}, "reward must be an object"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"trials": "a"}}, "options.trials: must be an integer"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"trials": 2.5}}, "options.trials: must be an integer"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"trials": 0}}, "options.trials: must be at least 1"),
+    # Bounded: a budget of hours would hold one of the host's few timed evaluations that long.
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"timing_budget_s": 1e9}}, "options.timing_budget_s"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"timing_budget_s": 0}}, "must be above 0"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"warmup_s": -1}}, "options.warmup_s"),
+    ({"problem": "mish_fp32", "candidate": "x", "options": {"revalidation_sets": 0}}, "options.revalidation_sets"),
 ])
 def test_bad_requests_get_a_one_line_400(server, payload, message):
     with pytest.raises(ServeError, match=message) as info:

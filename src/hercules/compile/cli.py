@@ -53,15 +53,16 @@ def _common(f):
                      help="local folder with config.json + safetensors"),
         click.option("--device", default=None, help="cuda or cpu (default: cuda if available)"),
         click.option("--dtype", default="auto", help="bf16 | fp16 | fp32 | auto (bf16 on CUDA, fp32 on CPU)"),
-        click.option("--batch", default=1, show_default=True, type=int),
+        click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1)),
         click.option("--advisor", type=click.Choice(["rules", "none", "http"]), default="rules", show_default=True),
-        click.option("--budget", default=48, show_default=True, type=int, help="measured candidates, whole model"),
+        click.option("--budget", default=48, show_default=True, type=click.IntRange(min=0),
+                     help="measured candidates, whole model"),
         click.option("--languages", default="torch,triton,cuda", show_default=True),
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False)),
         click.option("--no-cache", is_flag=True, help="ignore and do not write the decision cache"),
-        click.option("--max-seq-len", default=None, type=int, help="KV-cache capacity to compile for"),
+        click.option("--max-seq-len", default=None, type=click.IntRange(min=1), help="KV-cache capacity to compile for"),
         click.option("--seed", default=0, show_default=True, type=int),
-        click.option("--threads", default=None, type=int, help="torch CPU threads (CPU runs only)"),
+        click.option("--threads", default=None, type=click.IntRange(min=1), help="torch CPU threads (CPU runs only)"),
         click.option("--json", "as_json", is_flag=True, help="print one JSON object"),
         click.option("--llm-base-url", default=None, help="http advisor (else HERCULES_LLM_BASE_URL)"),
         click.option("--llm-model", default=None, help="http advisor (else HERCULES_LLM_MODEL)"),
@@ -94,13 +95,13 @@ def _compile(model, device, batch, advisor, budget, languages, cache_dir, no_cac
 
 @click.command("generate")
 @_common
-@click.option("--new-tokens", default=128, show_default=True, type=int)
-@click.option("--prompt-len", default=32, show_default=True, type=int)
+@click.option("--new-tokens", default=128, show_default=True, type=click.IntRange(min=1))
+@click.option("--prompt-len", default=32, show_default=True, type=click.IntRange(min=1))
 @click.option("--compare-eager", is_flag=True, help="also run HF eager generate: tokens, logits, tok/s")
 @click.option("--sample", is_flag=True, help="sample instead of greedy")
-@click.option("--temperature", default=1.0, type=float)
-@click.option("--top-k", default=None, type=int)
-@click.option("--top-p", default=None, type=float)
+@click.option("--temperature", default=1.0, type=click.FloatRange(min=0, min_open=True))
+@click.option("--top-k", default=None, type=click.IntRange(min=1))
+@click.option("--top-p", default=None, type=click.FloatRange(0, 1, min_open=True))
 @click.option("--bandwidth-gbs", default=None, type=click.FloatRange(min=0.0, min_open=True),
               help="device copy rate for the weights-read roofline (default: this device's, measured "
                    "before the run; the H200's measured 4,240 GB/s)")

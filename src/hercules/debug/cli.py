@@ -30,9 +30,10 @@ from pathlib import Path
 
 import click
 
-from hercules.cli_common import evaluation_options
+from hercules.cli_common import check_base_url, evaluation_options, writable_folder
 from hercules.debug.corpus import CorpusError, default_corpus_dir, load_corpus
 from hercules.debug.interrupt import exit_stopped, stop_on_signals
+from hercules.interrupt import signal_name
 
 
 # The evaluation group (hercules.cli_common) less what the benchmark fixes for every attempt so
@@ -52,7 +53,8 @@ def _filters(f):
         click.option("--category", multiple=True, help="only these labelled error categories (repeatable)"),
         click.option("--difficulty", multiple=True, help="only these difficulties (repeatable)"),
         click.option("--task", multiple=True, help="only these task ids (repeatable)"),
-        click.option("--limit", type=int, default=None, help="at most this many instances (after filters)"),
+        click.option("--limit", type=click.IntRange(min=1), default=None,
+                     help="at most this many instances (after filters)"),
     ):
         f = opt(f)
     return f
@@ -120,6 +122,7 @@ def _fixers(names, base_url, model, api_key):
         if name == "http":
             from hercules.llm.client import ChatClient, LLMError
 
+            check_base_url(base_url)
             try:
                 client = ChatClient.from_env(base_url, model, api_key)
             except (LLMError, ValueError) as exc:
@@ -225,7 +228,7 @@ def validate_command(corpus_dir, family, category, difficulty, task, limit, eval
             for cat, c in summary["counts"]["by_category"].items():
                 click.echo(f"{cat}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
         if stop.is_set():
-            click.echo(f"validate: stopped by a signal after {len(summary['instances'])} of {len(instances)}",
+            click.echo(f"validate: stopped by {signal_name()} after {len(summary['instances'])} of {len(instances)}",
                        err=True)
             _exit_stopped()
 
@@ -285,7 +288,7 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
     if not instances:
         raise click.UsageError("no instance matches the filters")
     fixers = _fixers(fixer_names, base_url, model, api_key)
-    run_dir = run_dir or Path("runs") / f"debug-{datetime.now():%Y%m%d-%H%M%S}"
+    run_dir = writable_folder(run_dir or Path("runs") / f"debug-{datetime.now():%Y%m%d-%H%M%S}", "--out")
     tc, opts = _toolchain_and_options(evaluation, build_timeout, test_timeout)
     store = DebugStore(run_dir)
     write_json_atomic(run_dir / "run.json", {
@@ -306,7 +309,7 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
         trajectories = [] if stop.is_set() else _score(bench, instances, reproductions, total)
         interrupted = stop.is_set()
         if interrupted:
-            click.echo("debug run: stopped by a signal; summarising what finished", err=True)
+            click.echo(f"debug run: stopped by {signal_name()}; summarising what finished", err=True)
             summary = _summary_from_store(run_dir, load.root, ks)
         else:
             store.close()

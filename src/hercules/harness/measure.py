@@ -411,7 +411,8 @@ class Measurement:
                 passes, bound_ms = floor.passes, floor.bound_ms
         timing = replace(in_process, wall_ms=wall_ms, event_median_ms=event_ms, median_ms=bound_ms,
                          bounded_by=bounded_by(bound_ms, event_ms, (wall_ms, beside_ms)),
-                         judged_ms=passes.fresh_ms if passes else None, seen_ms=passes.seen_ms if passes else None)
+                         judged_ms=passes.fresh_ms if passes else None, seen_ms=passes.seen_ms if passes else None,
+                         interpreted=settings.interpreted)
         self._packing_note()
         side_by_side = {}
         if self.beside is not None and not settings.interpreted:

@@ -142,6 +142,9 @@ class TimingResult:
     bounded_by: str = "events"
     judged_ms: float | None = None  # the fastest pass over never-seen values, every call judged
     seen_ms: float | None = None  # the median pass over the timing buffers on values just seen
+    # Timed under Triton's CPU interpreter: minimally, and what it measures is the interpreter, not
+    # the kernel (reports keep such times out of speedup aggregates and show them apart).
+    interpreted: bool = False
 
     @property
     def spread(self) -> float:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from hercules.cli_common import evaluation_options, read_source
+from hercules.cli_common import (
+    check_base_url,
+    evaluation_options,
+    output_console,
+    read_source,
+    writable_folder,
+)
 from hercules.cli_common import fail as _fail
 from hercules.interrupt import exit_stopped, run_until_stopped, signal_name, stop_on_signals
 from hercules.problems.model import Candidate, Problem, ProblemFormatError
@@ -59,6 +65,7 @@ def _backend(kind: str, replay: str | None, problems: list[Problem], samples: in
         if not replay:
             _fail("--backend replay needs --replay FILE (a CUDA-L1 release file or a folder of programs)")
         return ReplayBackend(replay_programs(replay, problems), samples_per_round=samples, label=f"replay:{Path(replay).name}")
+    check_base_url(llm["base_url"])
     try:
         client = ChatClient.from_env(llm["base_url"], llm["model"], llm["api_key"], timeout=llm["timeout"],
                                      retries=llm["retries"])
@@ -80,33 +87,45 @@ def _check_resume(store, problems: list[Problem]) -> None:
 @click.option("--source", "sources", multiple=True,
               help="Problems from a folder, KernelBench checkout, HF dataset or CUDA-L1 file; 'suite': built-in.")
 @click.option("--filter", "name_filter", default=None, help="Only problems whose name contains this text.")
-@click.option("--limit", default=None, type=int, help="Only the first N problems (after --filter).")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Only the first N problems (after --filter).")
 @click.option("--candidates", "candidates_dir", default=None, help="Seed candidates: DIR/<problem>/*.py.")
 @click.option("--backend", type=click.Choice(["openai", "replay"]), default="openai", show_default=True)
-@click.option("--replay", default=None, help="Recorded programs for --backend replay (CUDA-L1 release file, or DIR/<problem>/*.py).")
-@click.option("--base-url", default=None, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 [env HERCULES_LLM_BASE_URL].")
+@click.option("--replay", default=None,
+              help="Recorded programs for --backend replay (CUDA-L1 release file, or DIR/<problem>/*.py).")
+@click.option("--base-url", default=None,
+              help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 [env HERCULES_LLM_BASE_URL].")
 @click.option("--model", default=None, help="Served model name [env HERCULES_LLM_MODEL].")
 @click.option("--api-key", default=None, help="Bearer token [env HERCULES_LLM_API_KEY].")
-@click.option("--temperature", default=0.7, show_default=True, help="Sampling temperature of the model.")
-@click.option("--top-p", default=None, type=float, help="Nucleus sampling.")
-@click.option("--max-tokens", default=None, type=int, help="Completion length limit per call.")
-@click.option("--concurrency", default=8, show_default=True, help="Model requests in flight at once.")
-@click.option("--rps", default=0.0, show_default=True, help="At most this many requests started per second (0: no limit).")
-@click.option("--llm-timeout", default=600.0, show_default=True, help="Seconds per model request.")
-@click.option("--llm-retries", default=3, show_default=True, help="Retries per request (transport errors, 429, 5xx; back-off).")
+@click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(min=0),
+              help="Sampling temperature of the model.")
+@click.option("--top-p", default=None, type=click.FloatRange(0, 1, min_open=True), help="Nucleus sampling.")
+@click.option("--max-tokens", default=None, type=click.IntRange(min=1), help="Completion length limit per call.")
+@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1),
+              help="Model requests in flight at once.")
+@click.option("--rps", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="At most this many requests started per second (0: no limit).")
+@click.option("--llm-timeout", default=600.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds per model request.")
+@click.option("--llm-retries", default=3, show_default=True, type=click.IntRange(min=0),
+              help="Retries per request (transport errors, 429, 5xx; back-off).")
 @click.option("--rounds", default=3, show_default=True, help="Rounds per problem.")
 @click.option("--samples", default=2, show_default=True, help="Completions per problem and round.")
 @click.option("--exemplars", default=4, show_default=True, help="Exemplars per prompt (one per speedup bucket).")
-@click.option("--exemplar-temperature", default=1.0, show_default=True, help="Softmax temperature over speedup buckets.")
+@click.option("--exemplar-temperature", default=1.0, show_default=True,
+              help="Softmax temperature over speedup buckets.")
 @click.option("--objective", type=click.Choice(["eager", "best"]), default="eager", show_default=True,
               help="Speedup that ranks variants: vs eager, or vs the best baseline.")
-@click.option("--token-budget", default=None, type=int, help="Stop the run after this many prompt+completion tokens.")
-@click.option("--gpu-minutes", default=None, type=float, help="Stop the run after this many minutes of evaluation.")
-@click.option("--patience", default=None, type=int, help="Stop a problem after this many rounds without a new best.")
+@click.option("--token-budget", default=None, type=click.IntRange(min=1),
+              help="Stop the run after this many prompt+completion tokens.")
+@click.option("--gpu-minutes", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Stop the run after this many minutes of evaluation.")
+@click.option("--patience", default=None, type=click.IntRange(min=1),
+              help="Stop a problem after this many rounds without a new best.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the exemplar sampling.")
 # Every evaluation flag but --no-timing: variants are ranked by their measured speedups.
 @evaluation_options(exclude=("no_timing",), check_present="ray_address")
-@click.option("--workers", default=None, type=int, help="Evaluations at once (default: the executor's).")
+@click.option("--workers", default=None, type=click.IntRange(min=1),
+              help="Evaluations at once (default: the executor's).")
 @click.option("--ray-address", default=None, help="Evaluate on a Ray cluster ('local' starts one).")
 @click.option("--out", "out", default=None, help="Run folder (default runs/optimize-<time>); rerun to resume.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")
@@ -155,7 +174,7 @@ def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates
         _fail(str(exc))
     options = evaluation
     budget = Budget(rounds=rounds, max_tokens=token_budget, gpu_minutes=gpu_minutes, patience=patience)
-    run_dir = Path(out or Path("runs") / datetime.now().strftime("optimize-%Y%m%d-%H%M%S"))
+    run_dir = writable_folder(out or Path("runs") / datetime.now().strftime("optimize-%Y%m%d-%H%M%S"), "--out")
     summary = _run(problems, seeds, chosen, options, budget, run_dir, ray_address, workers,
                    {"samples": samples, "exemplars": exemplars, "temperature": exemplar_temperature, "objective": objective,
                         "seed": seed}, as_json)
@@ -164,15 +183,13 @@ def optimize_command(ctx, problem_paths, sources, name_filter, limit, candidates
 
 
 def _run(problems, seeds, backend, options, budget, run_dir, ray_address, workers, loop_args, as_json):
-    from rich.console import Console
-
     from hercules.executor import make_executor
     from hercules.optimize.hardware import hardware_facts
     from hercules.optimize.loop import LoopConfig, Optimizer
     from hercules.optimize.report import write_reports
     from hercules.optimize.storage import RunStore
 
-    console = Console(stderr=True)
+    console = output_console(stderr=True)
     store = RunStore(run_dir)
     _check_resume(store, problems)
     config = LoopConfig(budget=budget, eval_options=options, keep_artifacts=not ray_address, **loop_args)
@@ -213,7 +230,7 @@ def _run(problems, seeds, backend, options, budget, run_dir, ray_address, worker
         click.echo(f"hercules optimize: stopped by {signal_name()}; finished variants kept and reported; "
                    f"rerun with --out {run_dir} to resume", err=True)
     if not as_json:
-        _print_table(Console(), summary)  # the answer goes to stdout; progress stayed on stderr
+        _print_table(output_console(), summary)  # the answer goes to stdout; progress stayed on stderr
     if stop.is_set():
         if as_json:
             click.echo(json.dumps(summary))
@@ -277,9 +294,10 @@ def _print_table(console, summary) -> None:
     for column in ("problem", "best", "status", "vs eager", "vs best", "rounds", "stopped", "file"):
         table.add_column(column, overflow="fold")
     for p in summary["problems"]:
-        s = p["best_speedups"]
-        table.add_row(p["name"], p["best_variant"] or "none", p["best_status"] or "none", fmt.speedup(s.get("eager")),
-                      fmt.speedup(s.get("best")), str(p["rounds"]), p["stop_reason"], p["best_code_path"] or "")
+        s, intervals = p["best_speedups"], p.get("best_intervals", {})
+        table.add_row(p["name"], p["best_variant"] or "none", p["best_status"] or "none",
+                      *(fmt.speedup_interval(s.get(name), intervals.get(name)) for name in ("eager", "best")),
+                      str(p["rounds"]), p["stop_reason"], p["best_code_path"] or "")
     console.print(table)
     console.print(f"reports: {summary['report_md']}  {summary['report_html']}")
 
@@ -303,7 +321,7 @@ def export_failures_command(run_dir, corpus, statuses, as_json):
 
     if not (Path(run_dir) / "optimize.sqlite").is_file():
         _fail(f"{run_dir}: not an optimisation run folder (no optimize.sqlite)")
-    written = export_failures(Path(run_dir), Path(corpus), statuses or None)
+    written = export_failures(Path(run_dir), writable_folder(corpus, "--corpus"), statuses or None)
     if as_json:
         click.echo(json.dumps({"corpus": corpus, "instances": [str(p) for p in written]}))
     else:

@@ -104,6 +104,9 @@ class ProblemResult:
     best_code_path: str | None
     best_variant: str | None
     best_speedups: dict[str, float | None] = field(default_factory=dict)
+    # The 95% interval of each of the best's speedups, where it was measured side by side with
+    # its baseline: a speedup is shown with its uncertainty (a difference inside it is a tie).
+    best_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     rounds: int = 0
     variants: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
@@ -119,6 +122,7 @@ class ProblemResult:
             "best_code_path": self.best_code_path,
             "best_variant": self.best_variant,
             "best_speedups": self.best_speedups,
+            "best_intervals": {name: list(ends) for name, ends in self.best_intervals.items()},
             "rounds": self.rounds,
             "variants": self.variants,
             "statuses": self.statuses,

@@ -35,6 +35,8 @@ def write_best(run_dir: Path, state: ProblemState) -> ProblemResult:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(best.code)
     speedups = {name: best.verdict.speedup.ratio(name) for name, _ in fmt.speedup_columns()} if best else {}
+    intervals = {name: tuple(ends) for name, _ in fmt.speedup_columns()
+                 if best and (ends := best.verdict.speedup.interval(name))}
     return ProblemResult(
         name=pool.problem.name,
         best_status=best.status if best else None,
@@ -42,6 +44,7 @@ def write_best(run_dir: Path, state: ProblemState) -> ProblemResult:
         best_code_path=str(path) if path else None,
         best_variant=best.name if best else None,
         best_speedups=speedups,
+        best_intervals=intervals,
         rounds=state.rounds_done,
         variants=len(evaluated),
         statuses=dict(Counter(v.status for v in evaluated)),
@@ -61,19 +64,29 @@ def _techniques(states: Mapping[str, ProblemState]) -> list[list[object]]:
     return [[tag, len(vals), fmt.speedup(max(vals))] for tag, vals in sorted(seen.items(), key=lambda kv: -max(kv[1]))]
 
 
+def _with_interval(variant, name: str) -> str:
+    """A variant's speedup with its 95% interval where one was measured ('1.32x [1.02-1.75]', a
+    tie when it holds 1)."""
+    interval = variant.verdict.speedup.interval(name) if variant.verdict is not None else None
+    return fmt.speedup_interval(variant.speedup(name), interval)
+
+
 def render_markdown(results: list[ProblemResult], states: Mapping[str, ProblemState], meta: Mapping[str, Any]) -> str:
     out = ["# Hercules optimize", ""]
     out += [f"- {k}: {v}" for k, v in meta.items()] + [""]
     out += ["## Best honest candidate per problem", ""]
     columns = fmt.speedup_columns()
     rows = [[r.name, r.best_variant or "none", r.best_status or "none",
-             *(fmt.speedup(r.best_speedups.get(name)) for name, _ in columns),
+             *(fmt.speedup_interval(r.best_speedups.get(name), r.best_intervals.get(name)) for name, _ in columns),
              r.rounds, r.variants, ", ".join(f"{k} {n}" for k, n in sorted(r.statuses.items())), r.stop_reason,
              ", ".join(r.tags)] for r in results]
     out += md_table(["problem", "best", "status", *(f"vs {label}" for _, label in columns),
                      "rounds", "variants", "statuses", "stopped", "techniques"], rows,
                     "lll" + "r" * (len(columns) + 2) + "lll")  # one mark per column, or no table
     rounds = max((len(r.best_so_far) for r in results), default=0)
+    out += ["", "A speedup's brackets hold its 95% interval (candidate and baseline timed in the same rounds); "
+            "one that holds 1.0 is a tie. A later variant becomes the best only when it is faster beyond both "
+            "intervals (or, without intervals, beyond both timings' spread)."]
     out += ["", f"## Best-so-far speedup per round (objective: {meta.get('objective', 'eager')}; round 0: seeds)", ""]
     out += md_table(["problem", *(f"r{i}" for i in range(rounds))],
                     [[r.name, *(fmt.speedup(x) for x in r.best_so_far), *([""] * (rounds - len(r.best_so_far)))]
@@ -87,7 +100,7 @@ def render_markdown(results: list[ProblemResult], states: Mapping[str, ProblemSt
             if v.status == REFERENCE:
                 continue
             variant_rows.append([v.slot.problem, v.name, v.origin, v.status, ", ".join(v.flags),
-                                 fmt.speedup(v.speedup("eager")), fmt.speedup(v.speedup("best")),
+                                 _with_interval(v, "eager"), _with_interval(v, "best"),
                                  ", ".join(v.tags), fmt.truncate(v.reason, 120) + (" (reused)" if v.reused else "")])
     out += md_table(["problem", "variant", "origin", "status", "flags", "vs eager", "vs best", "techniques", "reason"],
                     variant_rows, "llllrrrll")

@@ -32,6 +32,7 @@ class Footprint:
     output_bytes: int | None = None  # None: forward not run (yet), or it failed on meta tensors
     flops: int | None = None
     error: str | None = None
+    float64_bytes: int | None = None  # float64 copies of the floating inputs, weights and outputs
 
     @property
     def known_bytes(self) -> int | None:
@@ -45,6 +46,21 @@ class Footprint:
         if self.known_bytes is None or self.output_bytes is None or self.flops is None:
             return None
         return self.flops + self.known_bytes + self.output_bytes
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def float64_bytes(*values: Any) -> int:
+    """Bytes of float64 copies of the floating tensors in ``values`` (the float64 truth's run)."""
+    return sum(t.numel() * 8 for value in values for t in _tensors(value) if t.is_floating_point())
 
 
 def tensor_bytes(value: Any) -> int:
@@ -112,14 +128,17 @@ def footprint(code: str, name: str, forward: bool = False, limit_s: float = FORW
             if not forward:
                 return Footprint(name, inputs, weights)
             _warm_meta()
+            params = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
             if not count_flops:
                 with torch.no_grad(), _Deadline(limit_s):
                     outputs = model(*args)
-                return Footprint(name, inputs, weights, tensor_bytes(outputs))
+                return Footprint(name, inputs, weights, tensor_bytes(outputs),
+                                 float64_bytes=float64_bytes(args, params, outputs))
             _warm_flop_counter()
             with torch.no_grad(), FlopCounterMode(display=False) as counter, _Deadline(limit_s):
                 outputs = model(*args)
-            return Footprint(name, inputs, weights, tensor_bytes(outputs), int(counter.get_total_flops()))
+            return Footprint(name, inputs, weights, tensor_bytes(outputs), int(counter.get_total_flops()),
+                             float64_bytes=float64_bytes(args, params, outputs))
     except Exception as exc:  # noqa: BLE001 - any failure only means "cost unknown"
         return Footprint(name, inputs, weights, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
 
@@ -149,16 +168,58 @@ def available_bytes(device: str) -> tuple[int, str] | None:
     return None
 
 
-def does_not_fit(code: str, name: str, device: str) -> str | None:
-    """Why the problem cannot be evaluated on ``device``, with the numbers, before anything runs: its
-    inputs and parameters alone (a lower bound: outputs, the float64 truth and the candidate's own
-    copies come on top) exceed the memory there. None when they fit or are unknown."""
-    found = footprint(code, name)
+# The meta forward that gives a problem's outputs costs seconds in a fresh process (its kernels'
+# registrations: 2.9 s on the 2-core machine, once), so it runs only for a problem whose inputs and
+# weights already take this share of the memory there: below it the outputs would have to be 60x
+# the inputs for an evaluation's copies not to fit.
+FORWARD_SHARE = 1 / 64
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    """Before an evaluation starts: ``refusal`` when the reference's own forward cannot fit the
+    memory there, ``warning`` when only the whole evaluation cannot (it will most likely run out of
+    memory); each with the numbers, None when not the case or the sizes are unknown."""
+
+    refusal: str | None = None
+    warning: str | None = None
+
+
+def evaluation_bytes(found: Footprint) -> int | None:
+    """What an evaluation holds at once at the least, where the forward's sizes are known: the
+    reference's inputs, weights and outputs with their float64 copies (its truth's run), and the
+    candidate's own inputs and outputs beside them (its weights are its own business). Caches,
+    activations and the allocators' slack come on top: on the H100 KernelBench 19_ReLU (6.4 GB in,
+    6.4 GB out; 51 GB by this count) asked for 12 GiB more with 67 GB held by the two workers."""
+    if found.known_bytes is None or found.output_bytes is None:
+        return None
+    reference = found.known_bytes + found.output_bytes + (found.float64_bytes or 0)
+    return reference + found.input_bytes + found.output_bytes
+
+
+def check_memory(code: str, name: str, device: str) -> MemoryCheck:
+    """Whether the problem can be evaluated on ``device`` (``MemoryCheck``), before anything runs."""
     have = available_bytes(device)
-    if found.known_bytes is None or have is None:
-        return None
+    found = footprint(code, name)
+    if have is None or found.known_bytes is None:
+        return MemoryCheck()
     limit, what = have
-    if found.known_bytes <= limit:
-        return None
-    return (f"{name}: needs at least {found.known_bytes / 1e9:.1f} GB for its inputs ({found.input_bytes / 1e9:.1f} GB) "
-            f"and parameters ({found.weight_bytes / 1e9:.1f} GB) alone; {what}: {limit / 1e9:.1f} GB")
+    if found.known_bytes >= limit * FORWARD_SHARE:
+        found = footprint(code, name, forward=True, count_flops=False)
+    if found.known_bytes is None:
+        return MemoryCheck()
+    certain = found.known_bytes + (found.output_bytes or 0)
+    outputs = f", outputs ({found.output_bytes / 1e9:.1f} GB)" if found.output_bytes is not None else ""
+    if certain > limit:
+        return MemoryCheck(refusal=f"{name}: needs at least {certain / 1e9:.1f} GB for its inputs "
+                                   f"({found.input_bytes / 1e9:.1f} GB), parameters ({found.weight_bytes / 1e9:.1f} GB)"
+                                   f"{outputs} alone; {what}: {limit / 1e9:.1f} GB")
+    need = evaluation_bytes(found)
+    if need is None or need <= limit:
+        return MemoryCheck()
+    return MemoryCheck(warning=f"{name}: an evaluation holds at least {need / 1e9:.1f} GB at once (inputs "
+                               f"{found.input_bytes / 1e9:.1f} GB, outputs {found.output_bytes / 1e9:.1f} GB, "
+                               f"parameters {found.weight_bytes / 1e9:.1f} GB, their float64 copies for the "
+                               f"truth {(found.float64_bytes or 0) / 1e9:.1f} GB, and the candidate's own "
+                               f"inputs and outputs); {what}: {limit / 1e9:.1f} GB: it will most likely run "
+                               "out of memory")

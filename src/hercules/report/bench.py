@@ -54,6 +54,9 @@ def collect_items(sources: Sequence[str], candidates_dir: str | None, name_filte
                 items.append(BenchItem(by_name[candidate.problem], candidate))
         if candidates_dir:
             folder = Path(candidates_dir)
+            if folder.exists() and not folder.is_dir():
+                raise ProblemFormatError(f"--candidates {candidates_dir}: is a file, not a folder (one sub-folder "
+                                         "of candidate files per problem name)")
             if not folder.is_dir():
                 raise ProblemFormatError(f"{candidates_dir}: no such candidates folder")
             for problem in loaded.problems:
@@ -123,10 +126,13 @@ def print_summary(console: Console, rows: Sequence[BenchRow], run_dir: Path) -> 
     for r in rows:
         v = r.verdict
         ms = fmt.ms(v.cand_ms) + (f" ({labels.INTERPRETED})" if v.cand_ms is not None and labels.interpreted(v) else "")
-        table.add_row(r.item.problem.name, r.item.candidate.name, v.status.value, ms, *fmt.speedup_cells(v.speedup),
+        table.add_row(r.item.problem.name, r.item.candidate.name, labels.status_text(v), ms,
+                      *fmt.speedup_cells(v.speedup),
                       fmt.expert_label(v.expert), f"{v.sol_fraction:.2f}" if v.sol_fraction is not None else "-",
                       ", ".join(v.flags))
     console.print(table)
+    if any(labels.timeout_note(r.verdict) for r in rows):
+        console.print(f"timeout (Triton CPU {labels.INTERPRETED}): {labels.INTERPRETED_TIMEOUT_NOTE}")
     table = as_rows(rows)
     summary = summarize(scored(table))
     skipped = len(table) - summary.n_rows

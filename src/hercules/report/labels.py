@@ -27,7 +27,10 @@ CHECKS_DIFFER = ("KernelBench's check passes more float32 outputs (1e-2 against 
 
 
 def interpreted(verdict: Verdict) -> bool:
-    """Whether the candidate ran under Triton's CPU interpreter: a Triton build on the CPU."""
+    """Whether the candidate ran under Triton's CPU interpreter: as its timing says, else (a verdict
+    not timed, or recorded before timings said so) a Triton build on the CPU."""
+    if verdict.timing is not None and verdict.timing.interpreted:
+        return True
     build = verdict.build
     language = build.get("language") if isinstance(build, dict) else getattr(build, "language", None)
     return language == "triton" and str(verdict.device).startswith("cpu")
@@ -38,6 +41,14 @@ def timeout_note(verdict: Verdict) -> str | None:
     if verdict.status is Status.TIMEOUT and interpreted(verdict):
         return INTERPRETED_TIMEOUT_NOTE
     return None
+
+
+def status_text(verdict: Verdict) -> str:
+    """The status as a table shows it: a timeout under the interpreter says so in its own cell
+    (a bare ``timeout`` reads as the candidate's hang)."""
+    if timeout_note(verdict):
+        return f"{verdict.status.value} (Triton CPU {INTERPRETED})"
+    return verdict.status.value
 
 
 def errors_measured(verdict: Verdict) -> bool:

@@ -49,7 +49,7 @@ def _level_section(lv: LevelSummary, rows: Sequence[Row]) -> list[str]:
     for problem, _level, candidate, v in rows:
         spread = v.timing.spread if v.timing is not None and v.cand_ms is not None else None
         sol = v.sol if isinstance(v.sol, dict) else {}
-        table.append([problem, candidate, v.status.value, fmt.flags(v.flags), _ms(v), fmt.rate(spread),
+        table.append([problem, candidate, labels.status_text(v), fmt.flags(v.flags), _ms(v), fmt.rate(spread),
                       fmt.against(v.speedup, "eager"), fmt.rate(v.sol_fraction),
                       fmt.rate(sol.get("compute_fraction_of_reference_work")), sol.get("bound") or "",
                       fmt.seconds(v.seconds or None)])
@@ -181,7 +181,7 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
             [
                 problem,
                 candidate,
-                v.status.value,
+                labels.status_text(v),
                 fmt.flags(v.flags),
                 _ms(v),
                 *fmt.speedup_cells(v.speedup),
@@ -204,6 +204,8 @@ def render_markdown(summary: Summary, rows: Sequence[Row], title: str = "Hercule
         "llll" + "r" * (2 + len(columns)) + "l",
     )
     out.append("")
+    if any(labels.timeout_note(v) for *_, v in rows):
+        out += [f"timeout (Triton CPU {labels.INTERPRETED}): {labels.INTERPRETED_TIMEOUT_NOTE}.", ""]
     return "\n".join(out)
 
 

@@ -24,14 +24,14 @@ from hercules.reward import BASELINES, TRANSFORMS
                    "timing; on GPUs --workers, bounded by the cores, each measurement holding its GPU alone).")
 @click.option("--ray-address", default=None, help="Evaluate on a Ray cluster (one actor per GPU); 'local' "
               "starts a local Ray instance.")
-@click.option("--retries", default=2, show_default=True, type=int,
+@click.option("--retries", default=2, show_default=True, type=click.IntRange(min=0),
               help="Re-runs of an evaluation whose worker or actor was killed under it.")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite verdict cache, kept across restarts (default: serve-verdicts.sqlite in the cache "
                    "folder, $HERCULES_CACHE_DIR or ~/.cache/hercules; the path is printed at start).")
 @click.option("--no-cache", is_flag=True, help="Evaluate every submission, even one seen before.")
 @click.option("--queue-size", default=256, show_default=True, type=int, help="Submissions waiting at most.")
-@click.option("--admission-timeout", default=30.0, show_default=True, type=float,
+@click.option("--admission-timeout", default=30.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds a submission waits for room in a full queue before HTTP 429.")
 # Every evaluation flag but --no-timing: a reward is a speedup.
 @evaluation_options(exclude=("no_timing",), check_present="ray_address")
@@ -92,14 +92,15 @@ def serve_command(host, port, workers, max_timed, ray_address, retries, cache_pa
     except (OSError, sqlite3.Error) as exc:
         executor.close()
         fail(f"--cache {cache_path}: cannot open the verdict cache ({exc})")
-    click.echo(f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
-               f"({service.limit.at_once} timed evaluation(s) at once: {service.limit.why}), "
-               f"cache {'off' if no_cache else cache_path}", err=True)
+    banner = (f"hercules serve: http://{host}:{port} on {', '.join(executor.devices)} "
+              f"({service.limit.at_once} timed evaluation(s) at once: {service.limit.why}), "
+              f"cache {'off' if no_cache else cache_path}")
     # SIGINT/SIGTERM: evaluations in flight killed and answered as lost (nothing cached), exit
-    # status 130 or 143 within seconds.
+    # status 130 or 143 within seconds. The banner comes once the address is bound: an address
+    # that cannot be used gets its one error line, not a banner of a server that never served.
     with stop_on_signals() as stop:
         try:
-            run_server(service, host=host, port=port, print_fn=lambda *a, **k: None)
+            run_server(service, host=host, port=port, print_fn=lambda *_: click.echo(banner, err=True))
         except OSError as exc:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     if stop.is_set():

@@ -17,6 +17,7 @@ of it and how long it waited.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,8 +48,31 @@ def _baseline_names(value: Any) -> tuple[str, ...]:
     return known_baselines(value)
 
 
+@dataclass(frozen=True)
+class _Number:
+    """A number a request may set, between bounds: a request's trials or budget beyond them (or
+    infinite) would hold one of the host's few timed evaluations for hours, and a fraction where a
+    count is meant would be cut silently."""
+
+    integer: bool
+    low: float
+    high: float
+    low_open: bool = False  # the low bound itself excluded (a budget of 0 s times nothing)
+
+    def __call__(self, value: Any) -> int | float:
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (self.integer and not whole):
+            raise ValueError(f"must be {'an integer' if self.integer else 'a number'} (got {value!r})")
+        below = value <= self.low if self.low_open else value < self.low
+        if math.isnan(value) or below or value > self.high:
+            low = f"above {self.low:g}" if self.low_open else f"at least {self.low:g}"
+            raise ValueError(f"must be {low} and at most {self.high:g} (got {value!r})")
+        return int(value) if self.integer else float(value)
+
+
 # Evaluation options a request may set; the device, folders and timeouts stay the server's.
-REQUEST_OPTIONS = {"trials": int, "timing_budget_s": float, "warmup_s": float, "revalidation_sets": int,
+REQUEST_OPTIONS = {"trials": _Number(True, 1, 100), "timing_budget_s": _Number(False, 0, 60, low_open=True),
+                   "warmup_s": _Number(False, 0, 10), "revalidation_sets": _Number(True, 1, 16),
                    "baselines": _baseline_names}
 
 
@@ -200,21 +224,34 @@ class RewardService:
         problem = resolve_problem(merged.get("problem"))
         candidate, extraction = self._candidate(merged, problem)
         options = self._options(merged.get("options"))
-        try:
-            reward = replace(self.reward, **(merged.get("reward") or {}))
-        except (TypeError, ValueError) as exc:
-            raise BadRequest(f"reward options: {exc}") from None
+        reward = self._reward(merged.get("reward"))
         key = submission_key(problem, candidate.code if candidate else "", options, self.scope)
         return Submission(problem, candidate, options, reward, key, extraction)
+
+    def _reward(self, given: Any) -> RewardConfig:
+        if given is None:
+            return self.reward
+        if not isinstance(given, dict):
+            raise BadRequest(f"reward must be an object of reward options (got {type(given).__name__})")
+        try:
+            return replace(self.reward, **given)
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"reward options: {exc}") from None
 
     def _candidate(self, item: dict[str, Any], problem: Problem) -> tuple[Candidate | None, str]:
         spec = item.get("candidate")
         name = str(item.get("name") or "candidate")
         if isinstance(spec, dict):
             name, spec = str(spec.get("name") or name), spec.get("code")
+        if spec is not None and not isinstance(spec, str):  # present, but not source text
+            raise BadRequest(f"'candidate' must be ModelNew source text or {{\"code\": ..., \"name\": ...}} "
+                             f"(got {type(spec).__name__})")
         if isinstance(spec, str) and spec.strip():
             return Candidate(name=name, code=spec, source="request", problem=problem.name), "code"
-        if isinstance(item.get("completion"), str):
+        completion = item.get("completion")
+        if completion is not None and not isinstance(completion, str):
+            raise BadRequest(f"'completion' must be the model's output as text (got {type(completion).__name__})")
+        if isinstance(completion, str):
             from hercules.optimize.extract import extract_code
 
             found = extract_code(item["completion"])
@@ -233,12 +270,12 @@ class RewardService:
         if unknown:
             raise BadRequest(f"options not settable per request: {', '.join(unknown)} "
                              f"(settable: {', '.join(REQUEST_OPTIONS)})")
-        try:
-            values = {k: REQUEST_OPTIONS[k](v) for k, v in given.items()}
-        except (TypeError, ValueError) as exc:
-            raise BadRequest(f"options: {exc}") from None
-        if values.get("trials", 1) < 1 or values.get("timing_budget_s", 1.0) <= 0:
-            raise BadRequest("options: trials must be >= 1 and timing_budget_s > 0")
+        values = {}
+        for name, value in given.items():
+            try:
+                values[name] = REQUEST_OPTIONS[name](value)
+            except (TypeError, ValueError) as exc:
+                raise BadRequest(f"options.{name}: {exc}") from None
         return replace(self.options, **values)
 
     async def evaluate(self, submission: Submission) -> Answer:
