@@ -25,7 +25,8 @@ _DRIVER = r"""
 import json, os, sys, time
 from hercules.cli import main
 
-runs = json.loads(sys.argv[1])
+with open(sys.argv[1]) as f:
+    runs = json.load(f)
 for run in runs:
     started = time.monotonic()
     os.chdir(run["cwd"])
@@ -102,7 +103,11 @@ def run_batch(runs: dict[str, Run], folder: Path, timeout: float) -> Batch:
                           stderr=str(folder / f"{i}.err"), status=str(folder / f"{i}.status")))
     env = dict(os.environ)
     env["PYTHONPATH"] = specs[0]["env"]["PYTHONPATH"] if specs else env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(specs)], cwd=ROOT, env=env,
+    # The runs in a file, not an argument: each carries its whole environment, and past ~80 runs
+    # on a CI host the one argument outgrew Linux's 128 KiB (E2BIG: "Argument list too long").
+    listing = folder / "runs.json"
+    listing.write_text(json.dumps(specs))
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(listing)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
     results = {}
     for spec in specs:

@@ -195,6 +195,11 @@ def test_an_honest_candidate_slow_on_new_values_is_held_above_its_long_burst_wit
     # (test_passes_slow_every_time_floor_the_time_by_the_fastest_set); here, that whichever held
     # it is a judged figure.
     if verdict.timing.bounded_by == "judged":
+        # policy.judged_hold's and the floor's three notes: the fastest checked burst; a checked
+        # burst beside a long burst that slowed with it (the host slowed, held to the lesser, here
+        # the checked one); the passes' floor.
         held_by = ("time floored by the passes with every call judged",
-                   "time held to the burst whose calls were judged at random")
+                   "time held to the burst whose calls were judged at random",
+                   "the burst whose calls were judged at random read")
         assert any(note.startswith(held_by) for note in verdict.notes), verdict.notes
+        assert verdict.cand_ms >= verdict.timing.wall_ms  # a judged figure held it above the long burst
