@@ -68,7 +68,8 @@ def check_base_url(given: str | None, flag: str = "--base-url") -> None:
     from urllib.parse import urlsplit
 
     url = given or os.environ.get("HERCULES_LLM_BASE_URL")
-    if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+    parts = urlsplit(url) if url else None
+    if parts and (parts.scheme not in ("http", "https") or not parts.netloc):
         source = flag if given else "HERCULES_LLM_BASE_URL"
         fail(f"{source} {url!r}: not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
 

@@ -30,9 +30,13 @@ def roofline_bandwidth(device) -> float:
     return copy_rate(torch.device(device))
 
 
-def _roofline_into(row: dict[str, Any], spec: ModelSpec, bandwidth: float, batch: int) -> None:
+def _roofline_into(row: dict[str, Any], spec: ModelSpec, bandwidth: float | None, batch: int, device) -> float:
+    """The weights-read roofline into ``row`` at ``bandwidth`` (None: the device's, measured now);
+    returns the bandwidth used."""
+    bandwidth = bandwidth or roofline_bandwidth(device)
     row["roofline_bandwidth_gbs"] = bandwidth / 1e9  # said in every row: the rooflines below divide by it
     row["roofline_tok_s"] = roofline_tok_s(spec, bandwidth) * batch  # weights read once per step
+    return bandwidth
 
 
 def _sync(device) -> None:
@@ -111,8 +115,7 @@ def decode_row(model, *, batch: int = 1, prompt_len: int = 32, new_tokens: int =
     row: dict[str, Any] = {"row": "prompt", "batch": batch, "prompt_len": prompt_len, "position": prompt_len,
                            "new_tokens": new_tokens, "timing": "generate (prompt pass included)"}
     spec = model_spec(model)
-    bandwidth = bandwidth or roofline_bandwidth(dev)
-    _roofline_into(row, spec, bandwidth, batch)
+    bandwidth = _roofline_into(row, spec, bandwidth, batch, dev)
     row.update(kv_roofline(spec, bandwidth, batch, prompt_len, new_tokens - 1))  # its new_tokens - 1 decode steps
     eager_out = None
     if "eager" in baselines:
@@ -255,8 +258,7 @@ def long_context_row(model, *, position: int, batch: int = 1, new_tokens: int = 
     spec = model_spec(model)
     row: dict[str, Any] = {"row": "long_context", "batch": batch, "prompt_len": position, "position": position,
                            "new_tokens": new_tokens, "timing": "decode steps (generate 1 + m minus generate 1)"}
-    bandwidth = bandwidth or roofline_bandwidth(dev)
-    _roofline_into(row, spec, bandwidth, batch)
+    bandwidth = _roofline_into(row, spec, bandwidth, batch, dev)
     row.update(kv_roofline(spec, bandwidth, batch, position, new_tokens))
     if "eager" in baselines:
         row["eager_tok_s"] = step_tok_s(

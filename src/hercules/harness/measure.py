@@ -727,10 +727,11 @@ def reports_said(candidate: list[OwnReport], baseline: list[OwnReport]) -> str:
         value = median([getattr(r, field) for r in reports])
         return "-" if value is None else f"{value:.4g}"
 
-    if not any(median([getattr(r, f) for r in candidate + baseline]) for f in OwnReport._fields):
+    both = {f: median([getattr(r, f) for r in candidate + baseline]) for f in OwnReport._fields}
+    if not any(both.values()):
         return ""
     device = (f", on the device {said(candidate, 'device_ms')}/{said(baseline, 'device_ms')} ms a call"
-              if median([r.device_ms for r in candidate + baseline]) else "")  # none off CUDA
+              if both["device_ms"] else "")  # none off CUDA
     return (f"; each side's own report, candidate/baseline medians: issue {said(candidate, 'issue_ms')}/"
             f"{said(baseline, 'issue_ms')} ms a call{device}, packing {said(candidate, 'pack_ms')}/"
             f"{said(baseline, 'pack_ms')} ms a burst")

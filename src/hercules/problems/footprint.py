@@ -7,6 +7,7 @@ other evaluation beside it. The problem is trusted code, so it is executed where
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
@@ -64,13 +65,7 @@ def float64_bytes(*values: Any) -> int:
 
 
 def tensor_bytes(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(tensor_bytes(v) for v in value)
-    if isinstance(value, dict):
-        return sum(tensor_bytes(v) for v in value.values())
-    return 0
+    return sum(t.numel() * t.element_size() for t in _tensors(value))
 
 
 class _Deadline(TorchDispatchMode):
@@ -123,21 +118,19 @@ def footprint(code: str, name: str, forward: bool = False, limit_s: float = FORW
             args = namespace["get_inputs"]()
             inputs = tensor_bytes(args)
             model = namespace["Model"](*namespace["get_init_inputs"]())
-            weights = sum(tensor_bytes(t) for t in (*model.parameters(), *model.buffers())) \
-                if isinstance(model, torch.nn.Module) else 0
+            params = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
+            weights = tensor_bytes(params)
             if not forward:
                 return Footprint(name, inputs, weights)
             _warm_meta()
-            params = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
-            if not count_flops:
-                with torch.no_grad(), _Deadline(limit_s):
-                    outputs = model(*args)
-                return Footprint(name, inputs, weights, tensor_bytes(outputs),
-                                 float64_bytes=float64_bytes(args, params, outputs))
-            _warm_flop_counter()
-            with torch.no_grad(), FlopCounterMode(display=False) as counter, _Deadline(limit_s):
+            counter = None
+            if count_flops:
+                _warm_flop_counter()
+                counter = FlopCounterMode(display=False)
+            with torch.no_grad(), counter if counter is not None else contextlib.nullcontext(), _Deadline(limit_s):
                 outputs = model(*args)
-            return Footprint(name, inputs, weights, tensor_bytes(outputs), int(counter.get_total_flops()),
+            return Footprint(name, inputs, weights, tensor_bytes(outputs),
+                             int(counter.get_total_flops()) if counter is not None else None,
                              float64_bytes=float64_bytes(args, params, outputs))
     except Exception as exc:  # noqa: BLE001 - any failure only means "cost unknown"
         return Footprint(name, inputs, weights, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
@@ -206,7 +199,7 @@ def check_memory(code: str, name: str, device: str) -> MemoryCheck:
     limit, what = have
     if found.known_bytes >= limit * FORWARD_SHARE:
         found = footprint(code, name, forward=True, count_flops=False)
-    if found.known_bytes is None:
+    if found.known_bytes is None:  # the problem's code ran a second time, and failed this time
         return MemoryCheck()
     certain = found.known_bytes + (found.output_bytes or 0)
     outputs = f", outputs ({found.output_bytes / 1e9:.1f} GB)" if found.output_bytes is not None else ""
