@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The debugging benchmark's GPU check: replay, null and degenerate fixers over the whole corpus
-# (builds in parallel, GPU tests and timed evaluations one at a time), then the tables (replay
-# passes and why not; null classified-vs-label agreement; degenerate accepted at p=0 and rejected
-# at p=0.7) under $OUT. The whole corpus takes more than one 10-minute call, so each call does what
+# (builds in parallel, GPU tests and timed evaluations one at a time), then the tables
+# (benchmarks/debug_tables.py: replay passes and why not; null classified-vs-label agreement by
+# category; degenerate accepted at p=0 and rejected at p=0.7; pass@1/pass@k per protocol and the
+# p-sweep over the reproduced instances; CUDABeaver's published figures beside) under $OUT. The whole corpus takes more than one 10-minute call, so each call does what
 # fits and hands back what it finished; the next call takes that back and goes on from there.
 #
 # Where the GPU time goes: the reproduction stage comes first (every instance's broken file and
@@ -60,8 +61,14 @@ WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/hercules-debug-h200.XXXXXX")}
 RUN_DIR=${RUN_DIR:-$WORK/run}
 export HERCULES_CACHE_DIR=${HERCULES_CACHE_DIR:-$WORK/cache}
 REPRO=$HERCULES_CACHE_DIR/debug-reproduction
-PY=${PYTHON:-python}
-[ -x .venv/bin/python ] && PY=.venv/bin/python
+PY=${PYTHON:-$(command -v python3 || echo python)}
+[ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ] && PY=.venv/bin/python
+# The sandbox needs bubblewrap; the GPU machine has no package registry, so the .deb travels in
+# .tools/ (carry it), as in gpu_session.sh.
+if ! command -v bwrap >/dev/null && ls .tools/bubblewrap_*.deb >/dev/null 2>&1; then
+  dpkg -x .tools/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+fi
+command -v bwrap >&2 || echo "bwrap not found (carry .tools/ with the bubblewrap .deb)" >&2
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
 # What an earlier call finished: its reproductions into the cache, its run folder back in place.
@@ -93,7 +100,7 @@ timeout --preserve-status --signal=INT --kill-after=15 "$GUARD" "$PY" -m hercule
   > "$OUT/summary.json" 2> "$OUT/run.log"
 echo "run exit status: $? (130: stopped by the time guard, what finished is kept; 137: killed) after $((SECONDS - START)) s" >&2
 tail -n 4 "$OUT/run.log" >&2
-"$PY" benchmarks/debug_tables.py "$RUN_DIR" "$OUT"
+"$PY" benchmarks/debug_tables.py --corpus "$CORPUS" "$RUN_DIR" "$OUT"
 cp "$RUN_DIR/report.md" "$OUT/report.md" 2>/dev/null || true
 # The run without its workspaces and builds (a few MiB), and the reproduction cache's records.
 tar czf "$OUT/run_slim.tgz" -C "$RUN_DIR" --exclude='*/workspace' --exclude='*/kbbuild' \
