@@ -29,6 +29,7 @@ from hercules.debug.stagnation import stagnation_modes
 from hercules.debug.store import DebugStore, write_json_atomic
 from hercules.debug.toolchain import Toolchain
 from hercules.harness.device_lock import DeviceLock
+from hercules.interrupt import SIGNAL_RACE_S
 from hercules.problems.model import code_hash
 
 
@@ -48,6 +49,17 @@ class Trajectory:
     @property
     def final(self) -> dict[str, Any]:
         return self.rounds[-1]
+
+
+def _drop_if_stopped(outcome: Outcome) -> None:
+    """Raise ``Interrupted`` (nothing recorded; the round runs again on resume) when the run is
+    stopping, or the outcome is a worker ended by SIGINT/SIGTERM and the run's own stop follows
+    within ``SIGNAL_RACE_S`` (a time guard's signal reaches the workers and this process together):
+    such a worker's "crash" is the stop, not the candidate's outcome."""
+    reason = outcome.classification.reason or ""
+    killed = "killed by SIGINT" in reason or "killed by SIGTERM" in reason
+    if interrupt.STOP.is_set() or (killed and interrupt.STOP.wait(SIGNAL_RACE_S)):
+        raise interrupt.Interrupted("the run was asked to stop")
 
 
 def _gate(record: dict[str, Any]) -> GateResult:
@@ -99,6 +111,7 @@ class Benchmark:
                 else:
                     outcome, seconds = run_solution_or_failure(inst, reference, where, self.tc, self.opts,
                                                                self.gpu_lock)
+                    _drop_if_stopped(outcome)
                 saved = {"correct": outcome.correct, "time_ms": outcome.time_ms, "method": outcome.method,
                          "wall_ms": outcome.wall_ms, "category": outcome.classification.category,
                          "reason": outcome.classification.reason, "seconds": round(seconds, 3),
@@ -117,6 +130,7 @@ class Benchmark:
             if recorded is not None:
                 return recorded.outcome, recorded
             outcome, _ = run_solution_or_failure(inst, code, where, self.tc, self.opts, self.gpu_lock)
+            _drop_if_stopped(outcome)
             if self.reuse:
                 self.recorded.remember(inst.task_id, outcome, where.relative_to(self.store.run_dir).as_posix())
             return outcome, None
