@@ -28,7 +28,7 @@
 #   call 1:  OUT=$OUT bash benchmarks/debug_h200.sh
 #   between: copy run_slim.tgz and repro_cache.tgz from what came back into one ignored folder of
 #            the checkout, e.g.  mkdir -p runs/h200-carry && cp FILES_AT/{run_slim,repro_cache}.tgz runs/h200-carry/
-#   call 2:  carry ["runs/h200-carry"], command: CARRY=runs/h200-carry OUT=$OUT bash benchmarks/debug_h200.sh
+#   call 2:  carry [".tools", "runs/h200-carry"], command: CARRY=runs/h200-carry OUT=$OUT bash benchmarks/debug_h200.sh
 #   call 3:  the same as call 2, after copying call 2's two tgz files over the old ones.
 # The last lines printed ("debug run progress: reproductions X/65 cached (N to do); attempts Y/195
 # finished (M to do)") say whether another call is needed. A reproduction is reused only on the

@@ -132,6 +132,11 @@ def load_authors_timings(corpus: Path | None) -> dict[str, dict]:
 
 # -- helpers ------------------------------------------------------------------------------------
 
+def _killed_by_stop(rec: dict) -> bool:
+    reason = rec.get("reason") or ""
+    return rec.get("category") in ("crash", "env") and ("killed by SIGINT" in reason or "killed by SIGTERM" in reason)
+
+
 def _passes(rec: dict, p: float) -> bool:
     return GateResult(**rec["gate"]).passes(p)
 
@@ -211,6 +216,13 @@ def tables(rounds: dict[str, dict[str, dict]], records: list[dict] | None = None
     md: list[str] = []
     facts: dict = {}
     records = records if records is not None else [r for by in rounds.values() for r in by.values()]
+    # A round whose worker the run's own stop killed (a time guard's SIGINT reaching the builds) is the
+    # stop, not the fixer's outcome: left out here, and counted as not reached.
+    stopped = [r for r in records if _killed_by_stop(r)]
+    if stopped:
+        records = [r for r in records if not _killed_by_stop(r)]
+        rounds = _last_rounds(records)
+    facts["stopped_rounds"] = sorted(f"{r['fixer']}:{r['task_id']}" for r in stopped)
     meta = meta or {}
     md += _reached(rounds, records, reps, meta, facts)
     md += _reproduction(reps, facts)
@@ -234,6 +246,10 @@ def _reached(rounds, records, reps, meta, facts) -> list[str]:
     md = ["## What was reached", "",
           f"{len(tasks)} instances asked for; reproductions recorded: {repro_done}; "
           + "; ".join(f"{f}: {len(done[f])} finished, {len(not_reached[f])} not reached" for f in fixers) + ".", ""]
+    if facts.get("stopped_rounds"):
+        md += [f"{len(facts['stopped_rounds'])} rounds were stored as a worker killed by SIGINT/SIGTERM when a "
+               "call's time guard stopped the run: that is the stop, not an outcome, so they are left out of every "
+               "table below and counted as not reached (" + ", ".join(facts["stopped_rounds"]) + ").", ""]
     missing = sorted({t for f in fixers for t in not_reached[f]})
     if missing:
         md += ["Not reached (the run's time ran out before their attempt finished):", ""]

@@ -43,9 +43,13 @@ def _run(tmp_path: Path) -> tuple[Path, Path]:
     _round(run, "null", "b__compile_error__2", "wrong_result", False, None)
     _round(run, "null", "c__logic_error__3", "wrong_result", False, None)
     _round(run, "null", "d__memory_crash__4", "illegal_memory", False, None)
-    # degenerate: correct and slow on a, b, c; d not reached
+    # degenerate: correct and slow on a, b, c; d's worker killed by the run's stop (not reached)
     for t in ("a__compile_error__1", "b__compile_error__2", "c__logic_error__3"):
         _round(run, "degenerate", t, "slow", True, 0.1)
+    _round(run, "degenerate", "d__memory_crash__4", "crash", False, None)
+    stopped = next(run.glob("attempts/degenerate/*/d__memory_crash__4/s0/i0/result.json"))
+    rec = json.loads(stopped.read_text())
+    stopped.write_text(json.dumps(rec | {"reason": "build: worker killed by SIGINT"}))
     reps = [{"task_id": t, "labelled_category": c, "status": "reproduced" if t in ("a__compile_error__1",
             "c__logic_error__3") else "corpus_defect" if t.startswith("d") else "not_reproduced",
              "reproduced": t in ("a__compile_error__1", "c__logic_error__3"),
@@ -72,6 +76,7 @@ def test_every_table_of_issue_32_from_scripted_records(tmp_path, capsys):
     # what was reached: e (asked for) has no round; d has no degenerate round
     assert facts["reached"]["instances"] == 5
     assert facts["reached"]["not_reached"]["degenerate"] == ["d__memory_crash__4", "e__timeout__5"]
+    assert facts["stopped_rounds"] == ["degenerate:d__memory_crash__4"]
     # replay passes and why not
     assert facts["replay"]["passed_p0"] == 3 and list(facts["replay"]["failed"]) == ["d__memory_crash__4"]
     assert facts["replay"]["reproduced_tasks"] == 2 and facts["replay"]["reproduced_passed_p0"] == 2
