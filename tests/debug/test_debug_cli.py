@@ -49,6 +49,10 @@ def _run(out: Path, *extra: str) -> dict:
     return json.loads(proc.stdout)  # exactly one JSON object
 
 
+# ~50 s on the CI machine (seven instances, real nvcc builds, two at a time). CI keeps the debug run end
+# to end over real builds in test_debug_reproduce.py (test_run_scores_only_the_reproduced_instances,
+# test_validate_rules_on_real_builds_and_cache) and test_debug_reuse.py.
+@pytest.mark.ondemand
 @pytest.mark.timeout(1800)
 def test_two_fixers_two_protocols_on_compile_error_instances_of_each_kind(tmp_path):
     expected = {i.task_id for i in load_corpus(CORPUS, categories=("compile_error",)).instances} & set(TASKS)

@@ -266,3 +266,18 @@ def test_side_by_side_rounds_go_on_while_load_keeps_their_interval_wide():
     void = [(1.0, 0.0)] * PAIRED_ROUNDS  # every round void: the device stays busy, stop there
     assert paired_rounds_enough(void, PAIRED_ROUNDS)
     assert not paired_rounds_enough(void[:4] + steady[:3], PAIRED_ROUNDS)  # three valid: more rounds
+
+
+def test_side_by_side_bursts_follow_the_held_time_and_are_left_alone_without_a_hold():
+    from hercules.harness.policy import BURST_TARGET_MS, burst_calls, side_by_side_calls
+
+    # No hold: the long burst's calls, whatever the figures.
+    assert side_by_side_calls(113, 1.0, 6.0, 0.1, 4) == 113
+    # Held 450x (a skipper's bursts at 0.0134 ms a call, its judged calls at 6.1 ms): as many calls
+    # as the held time needs for the burst target, a few rather than 113.
+    calls = side_by_side_calls(113, 455.0, 6.1, 0.1, 4)
+    assert calls == burst_calls(6.1, 0.1, 4) and calls * 6.1 >= BURST_TARGET_MS / 2 and calls < 20
+    # Never more than the long burst's (a hold on a call already sized past the target).
+    assert side_by_side_calls(3, 2.0, 0.001, 0.1, 2) == 3
+    # A figure that says nothing keeps the long burst's.
+    assert side_by_side_calls(17, 3.0, 0.0, 0.1, 4) == 17

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from click.testing import CliRunner
 from optimize_llm_server import OptimizeLLMServer, fenced
@@ -135,6 +136,10 @@ def started_round(db: Path, round_: int) -> bool:
         return False
 
 
+# ~56 s on the CI machine (six evaluations, one at full size). CI keeps the same loop end to end in
+# test_killed_run_resumes_without_redoing_finished_evaluations (a flagged hack, never the best; every
+# evaluation stored once), the best rule, prompts and export-failures process-free in test_optimize_parts.py.
+@pytest.mark.ondemand
 def test_optimize_keeps_hacks_out_of_best_and_stores_the_trajectory(tmp_path):
     # mish_fp32 under its own name at 1/32 of its size (four of the six evaluations; no assertion
     # here depends on the size). row_sum_fp32 keeps its size: at 1/16 (a 0.9 ms call) the honest

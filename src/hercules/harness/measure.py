@@ -58,6 +58,7 @@ from hercules.harness.policy import (
     paired_rounds_enough,
     paired_speedup,
     rounds_after,
+    side_by_side_calls,
     timing_set_seeds,
     unmeasured,
 )
@@ -419,7 +420,8 @@ class Measurement:
             # Held only where a check of the candidate's calls set its time above its bursts (a
             # checked burst, judged passes): events above the bursts, taken seconds apart, are drift.
             held = hold(bound_ms, wall_ms) if timing.bounded_by == "judged" else 1.0
-            paired, wrong = self._side_by_side(calls, event_ms, held)
+            paired, wrong = self._side_by_side(side_by_side_calls(calls, held, bound_ms, overhead_ms, sets),
+                                               event_ms, held)
             if wrong:
                 return self._failed(findings, wrong, sets)
             if paired is not None:
