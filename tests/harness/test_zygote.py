@@ -20,14 +20,7 @@ from hercules.harness.checks import DEFAULT_TOLERANCES
 from hercules.harness.ipc import Worker, package_pythonpath
 
 # The problem checks, while the worker sets it up, what a fresh process would see.
-_PROBLEM = textwrap.dedent("""
-    import os, sys
-    import torch
-    import torch.nn as nn
-    assert os.environ.get("HERCULES_ZYGOTE_MARK") == {mark!r}, os.environ.get("HERCULES_ZYGOTE_MARK")
-    assert os.getcwd() == {cwd!r}, os.getcwd()
-    assert sys.path[0] == {cwd!r}, sys.path[0]
-
+_MODEL = textwrap.dedent("""
     class Model(nn.Module):
         def forward(self, x):
             return x * 2
@@ -38,6 +31,14 @@ _PROBLEM = textwrap.dedent("""
     def get_init_inputs():
         return []
 """)
+_PROBLEM = textwrap.dedent("""
+    import os, sys
+    import torch
+    import torch.nn as nn
+    assert os.environ.get("HERCULES_ZYGOTE_MARK") == {mark!r}, os.environ.get("HERCULES_ZYGOTE_MARK")
+    assert os.getcwd() == {cwd!r}, os.getcwd()
+    assert sys.path[0] == {cwd!r}, sys.path[0]
+""") + _MODEL.replace("{", "{{").replace("}", "}}")
 
 
 def _setup(worker: Worker, mark: str, cwd: Path) -> dict:
@@ -154,17 +155,7 @@ _NEEDS_DYNAMO = textwrap.dedent("""
     import torch
     import torch.nn as nn
     assert "torch._dynamo" in sys.modules, "torch._dynamo not imported"
-
-    class Model(nn.Module):
-        def forward(self, x):
-            return x * 2
-
-    def get_inputs():
-        return [torch.randn(8)]
-
-    def get_init_inputs():
-        return []
-""")
+""") + _MODEL
 
 
 def test_the_flop_counters_imports_are_made_once_before_the_second_worker_and_not_at_start(tmp_path, monkeypatch):
