@@ -107,6 +107,8 @@ CASES = [
     ("serve --budget inf", "positive, finite number"),
     ("debug run --limit 0", "--limit"),
     ("debug list --limit -1", "--limit"),
+    ("debug list --task no_such_task", "--task no_such_task: not in the corpus"),
+    ("debug run --category compile_errr --device cpu", "it has compile_error, logic_error"),
     ("debug run --fixer http --base-url notaurl --model M --device cpu --limit 1", "not an http(s) URL"),
     ("debug run --device cpu --limit 1 --out README.md/run", "cannot create the folder"),
     ("serve --device cpu --ray-address nohost.invalid:6379", "cannot reach the Ray cluster at nohost.invalid:6379"),

@@ -60,6 +60,18 @@ def _filters(f):
     return f
 
 
+def _check_filters(instances, **wanted) -> None:
+    """A filter value that names nothing in the whole corpus is a typo, not an empty selection
+    (``--task no_such`` listed 0 instances and exited 0)."""
+    for option, values in wanted.items():
+        known = {getattr(i, "task_id" if option == "task" else option) for i in instances}
+        unknown = [v for v in values if v not in known]
+        if unknown:
+            hint = ("`hercules debug list` names them" if option == "task"
+                    else "it has " + ", ".join(sorted(known)))
+            raise click.UsageError(f"--{option} {', '.join(unknown)}: not in the corpus ({hint})")
+
+
 def _load(corpus_dir, family, category, difficulty, task, limit):
     corpus_dir = corpus_dir or default_corpus_dir()
     if corpus_dir is None:
@@ -67,6 +79,9 @@ def _load(corpus_dir, family, category, difficulty, task, limit):
     try:
         load = load_corpus(corpus_dir, families=tuple(family), categories=tuple(category),
                            difficulties=tuple(difficulty), task_ids=tuple(task))
+        if any((family, category, difficulty, task)):
+            _check_filters(load_corpus(corpus_dir).instances, family=family, category=category,
+                           difficulty=difficulty, task=task)
     except CorpusError as exc:
         raise click.UsageError(str(exc)) from None
     for problem in load.problems:
