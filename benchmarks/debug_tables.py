@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from hercules.debug.classifier import LABEL_OF
+from hercules.debug.classifier import LABEL_OF, killed_by_stop_signal
 from hercules.debug.gate import HEADLINE_P, GateResult
 from hercules.debug.metrics import mean_pass_at_k
 
@@ -133,8 +133,7 @@ def load_authors_timings(corpus: Path | None) -> dict[str, dict]:
 # -- helpers ------------------------------------------------------------------------------------
 
 def _killed_by_stop(rec: dict) -> bool:
-    reason = rec.get("reason") or ""
-    return rec.get("category") in ("crash", "env") and ("killed by SIGINT" in reason or "killed by SIGTERM" in reason)
+    return rec.get("category") in ("crash", "env") and killed_by_stop_signal(rec.get("reason") or "")
 
 
 def _passes(rec: dict, p: float) -> bool:

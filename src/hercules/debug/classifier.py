@@ -71,6 +71,13 @@ _ENV_RUN = re.compile(r"no CUDA-capable device|CUDA driver version is insufficie
 _WRONG = re.compile(r"Assertion .* failed|AssertionError|mismatch|Verification failed|incorrect|wrong|"
                     r"\bFAIL(ED)?\b|does not match|max(imum)? (abs(olute)? )?(diff|error)|^F$", re.IGNORECASE | re.MULTILINE)
 SIGNAL_NAMES = {6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV"}
+STOP_SIGNALS = ("SIGINT", "SIGTERM")  # what stops a run (a time guard, Ctrl-C, a scheduler)
+
+
+def killed_by_stop_signal(reason: str) -> bool:
+    """A reason that says a process was ended by a signal that stops a run: such an ending is the
+    stop's, not the candidate's outcome."""
+    return any(f"killed by {name}" in reason for name in STOP_SIGNALS)
 
 
 @dataclass(frozen=True)

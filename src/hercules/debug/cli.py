@@ -60,11 +60,11 @@ def _filters(f):
     return f
 
 
-def _check_filters(instances, **wanted) -> None:
+def _check_filters(load, **wanted) -> None:
     """A filter value that names nothing in the whole corpus is a typo, not an empty selection
     (``--task no_such`` listed 0 instances and exited 0)."""
     for option, values in wanted.items():
-        known = {getattr(i, "task_id" if option == "task" else option) for i in instances}
+        known = load.known["task_id" if option == "task" else option]
         unknown = [v for v in values if v not in known]
         if unknown:
             hint = ("`hercules debug list` names them" if option == "task"
@@ -79,9 +79,7 @@ def _load(corpus_dir, family, category, difficulty, task, limit):
     try:
         load = load_corpus(corpus_dir, families=tuple(family), categories=tuple(category),
                            difficulties=tuple(difficulty), task_ids=tuple(task))
-        if any((family, category, difficulty, task)):
-            _check_filters(load_corpus(corpus_dir).instances, family=family, category=category,
-                           difficulty=difficulty, task=task)
+        _check_filters(load, family=family, category=category, difficulty=difficulty, task=task)
     except CorpusError as exc:
         raise click.UsageError(str(exc)) from None
     for problem in load.problems:

@@ -75,6 +75,9 @@ class CorpusLoad:
     root: Path
     instances: tuple[Instance, ...]
     problems: tuple[CorpusProblem, ...]
+    # Each filter's values over every well-formed instance, selected or not (family, category,
+    # difficulty, task_id): a filter value outside them names nothing in the corpus.
+    known: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def default_corpus_dir() -> Path | None:
@@ -166,16 +169,20 @@ def load_corpus(root: Path, *, families: tuple[str, ...] = (), categories: tuple
         raise CorpusError(f"corpus folder {root} holds no instance folders")
     instances: list[Instance] = []
     problems: list[CorpusProblem] = []
+    known: dict[str, set[str]] = {"family": set(), "category": set(), "difficulty": set(), "task_id": set()}
     for folder in folders:
         try:
             inst = load_instance(folder)
         except (ValueError, TypeError, OSError) as exc:
             problems.append(CorpusProblem(folder, str(exc)))
             continue
+        for name, values in known.items():
+            values.add(getattr(inst, name))
         if (_matches(inst.family, families) and _matches(inst.category, categories)
                 and _matches(inst.difficulty, difficulties) and _matches(inst.task_id, task_ids)):
             instances.append(inst)
-    return CorpusLoad(root=root, instances=tuple(instances), problems=tuple(problems))
+    return CorpusLoad(root=root, instances=tuple(instances), problems=tuple(problems),
+                      known={name: frozenset(values) for name, values in known.items()})
 
 
 def reference_timing(instance: Instance) -> dict[str, Any] | None:

@@ -56,8 +56,7 @@ def _drop_if_stopped(outcome: Outcome) -> None:
     stopping, or the outcome is a worker ended by SIGINT/SIGTERM and the run's own stop follows
     within ``SIGNAL_RACE_S`` (a time guard's signal reaches the workers and this process together):
     such a worker's "crash" is the stop, not the candidate's outcome."""
-    reason = outcome.classification.reason or ""
-    killed = "killed by SIGINT" in reason or "killed by SIGTERM" in reason
+    killed = cls.killed_by_stop_signal(outcome.classification.reason or "")
     if interrupt.STOP.is_set() or (killed and interrupt.STOP.wait(SIGNAL_RACE_S)):
         raise interrupt.Interrupted("the run was asked to stop")
 
