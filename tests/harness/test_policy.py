@@ -268,16 +268,21 @@ def test_side_by_side_rounds_go_on_while_load_keeps_their_interval_wide():
     assert not paired_rounds_enough(void[:4] + steady[:3], PAIRED_ROUNDS)  # three valid: more rounds
 
 
-def test_side_by_side_bursts_follow_the_held_time_and_are_left_alone_without_a_hold():
-    from hercules.harness.policy import BURST_TARGET_MS, burst_calls, side_by_side_calls
+def test_later_bursts_follow_the_bound_when_the_events_understated_the_calls():
+    from hercules.harness.policy import BURST_TARGET_MS, burst_calls, calls_at_bound
 
-    # No hold: the long burst's calls, whatever the figures.
-    assert side_by_side_calls(113, 1.0, 6.0, 0.1, 4) == 113
-    # Held 450x (a skipper's bursts at 0.0134 ms a call, its judged calls at 6.1 ms): as many calls
-    # as the held time needs for the burst target, a few rather than 113.
-    calls = side_by_side_calls(113, 455.0, 6.1, 0.1, 4)
-    assert calls == burst_calls(6.1, 0.1, 4) and calls * 6.1 >= BURST_TARGET_MS / 2 and calls < 20
-    # Never more than the long burst's (a hold on a call already sized past the target).
-    assert side_by_side_calls(3, 2.0, 0.001, 0.1, 2) == 3
+    # Events that were the calls' time: the long burst's calls, whatever their count.
+    assert calls_at_bound(113, 6.0, 6.0, 0.1, 4) == 113
+    assert calls_at_bound(17, 3.4, 3.3, 0.1, 4) == 17  # the bursts faster than the events
+    # Events forged (0.06 ms) under a call the parent's clock reads at 6.1 ms, or a skipper held to
+    # its judged calls 450x above its bursts: as many calls as the bound needs for the burst
+    # target, a few rather than 113.
+    for sized_ms in (0.06, 0.0134):
+        calls = calls_at_bound(113, sized_ms, 6.1, 0.1, 4)
+        assert calls == burst_calls(6.1, 0.1, 4) and calls * 6.1 >= BURST_TARGET_MS / 2 and calls < 20
+    # A bound a little over the events changes the count only where the burst target says so.
+    assert calls_at_bound(19, 3.26, 3.30, 0.1, 3) == min(19, burst_calls(3.30, 0.1, 3))
+    # Never more than the long burst's (a bound on a call already sized past the target).
+    assert calls_at_bound(3, 0.0005, 0.001, 0.1, 2) == 3
     # A figure that says nothing keeps the long burst's.
-    assert side_by_side_calls(17, 3.0, 0.0, 0.1, 4) == 17
+    assert calls_at_bound(17, 3.0, 0.0, 0.1, 4) == 17

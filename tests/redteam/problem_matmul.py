@@ -5,7 +5,7 @@ import torch.nn as nn
 
 HERCULES = {"level": 1, "tier": "redteam", "dtype": "float32"}
 
-N = 384
+N = 256
 
 
 class Model(nn.Module):

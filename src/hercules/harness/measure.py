@@ -42,6 +42,7 @@ from hercules.harness.policy import (
     JudgedPasses,
     bounded_by,
     checked_burst,
+    calls_at_bound,
     checked_calls,
     content_cache_findings,
     drawn_calls,
@@ -58,7 +59,6 @@ from hercules.harness.policy import (
     paired_rounds_enough,
     paired_speedup,
     rounds_after,
-    side_by_side_calls,
     timing_set_seeds,
     unmeasured,
 )
@@ -363,6 +363,8 @@ class Measurement:
                 return self._failed(findings, TIMED_OUTPUTS_WRONG, sets)
             if wall_ms is None or figure < wall_ms:
                 wall_ms, enqueue_ms = figure, enqueue
+            # The parent's clock now says what a call takes: the bursts after this one are sized by it.
+            calls = calls_at_bound(calls, event_ms, figure, overhead_ms, sets)
         findings.extend(self._inputs_changed("after the long bursts"))
         if events_need_retime(self.device.type, event_ms, wall_ms):
             in_process, event_ms = self._retimed(in_process, wall_ms)
@@ -420,7 +422,7 @@ class Measurement:
             # Held only where a check of the candidate's calls set its time above its bursts (a
             # checked burst, judged passes): events above the bursts, taken seconds apart, are drift.
             held = hold(bound_ms, wall_ms) if timing.bounded_by == "judged" else 1.0
-            paired, wrong = self._side_by_side(side_by_side_calls(calls, held, bound_ms, overhead_ms, sets),
+            paired, wrong = self._side_by_side(calls_at_bound(calls, event_ms, bound_ms, overhead_ms, sets),
                                                event_ms, held)
             if wrong:
                 return self._failed(findings, wrong, sets)

@@ -624,14 +624,18 @@ def hold(bound_ms: float, wall_ms: float | None) -> float:
     return max(1.0, bound_ms / wall_ms) if wall_ms and wall_ms > 0 else 1.0
 
 
-def side_by_side_calls(calls: int, candidate_hold: float, bound_ms: float, overhead_ms: float, sets: int) -> int:
-    """Calls of each burst of the side-by-side rounds (both sides run the same count): the long
-    burst's, unless a check of the candidate's calls held its time above those bursts; then no more
-    than its held time needs to reach the burst target. The long burst is sized by the figures a
-    held candidate understated: the red team's skipper, held 450x above its bursts (6.1 against
-    0.0134 ms a call), ran its rounds at 113 calls a burst, 0.7 s a side and 10 s of its 27 s
-    evaluation on the CPU, with eager paying the same. The speedup is unchanged: each round's
-    ratio is taken over the same calls, and the hold divides it."""
-    if candidate_hold <= 1.0 or bound_ms <= 0.0:
+def calls_at_bound(calls: int, sized_ms: float, bound_ms: float, overhead_ms: float, sets: int) -> int:
+    """Calls of the candidate's later bursts (the second long burst, the checked burst, the
+    side-by-side rounds, where both sides run the same count): the first long burst's, unless the
+    parent's clock or a check of the candidate's calls (``bound_ms``: whichever is slowest) put a
+    call above the figure that burst was sized by (``sized_ms``, the candidate's own events); then
+    no more than the bound needs to reach the burst target. A candidate that understates its events
+    (forged, or work they do not see) otherwise has every later burst sized for calls it does not
+    make: the red team's forged timing (0.06 ms of events against 3.3 ms by the parent's clock on
+    the CPU) ran its long and checked bursts at ~850 calls, 2.8 s each, and its side-by-side rounds
+    at 113 calls a side, 13 of its 15 s evaluation, and the skipper held 450x above its bursts did
+    the same. The bursts stay at or past half the target, and a speedup is taken over the same
+    calls on both sides."""
+    if bound_ms <= 0.0 or bound_ms <= sized_ms:
         return calls
     return max(1, min(calls, burst_calls(bound_ms, overhead_ms, sets)))
