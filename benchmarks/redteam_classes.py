@@ -128,7 +128,7 @@ def main() -> None:
     verdicts = (through_bench(cases, args.device, args.bench_jobs, args.run_dir, work) if args.bench_jobs
                 else one_by_one(cases, args.device, work))
     passed = 0
-    for (name, problem, path, hostile), (verdict, seconds) in zip(cases, verdicts):
+    for (name, problem, path, hostile), verdict, seconds in verdicts:
         if verdict is None:
             print(f"| {name} | {path.name} | {'yes' if hostile else 'no'} | no verdict ({seconds}) | | | no | |", flush=True)
             continue
@@ -146,16 +146,21 @@ EVAL_OPTIONS = ["--trials", "3", "--budget", "0.1", "--baselines", "eager"]
 
 
 def one_by_one(cases, device: str, work: Path):
-    """Each case through its own `hercules eval --json`, as a user runs it; yields (verdict, seconds)."""
-    for _name, problem, path, _hostile in cases:
+    """Each case through its own `hercules eval --json`, as a user runs it; yields (case, verdict, seconds)."""
+    for case in cases:
+        _name, problem, path, _hostile = case
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "hercules.cli", "eval", "--problem", str(problem), "--candidate",
                                str(path), "--device", device, "--json", *EVAL_OPTIONS,
                                "--cache-dir", str(work / "cache")], capture_output=True, text=True, cwd=ROOT)
         try:
-            yield json.loads(done.stdout), time.monotonic() - started
+            yield case, json.loads(done.stdout), time.monotonic() - started
         except json.JSONDecodeError:
-            yield None, f"exit {done.returncode}"
+            yield case, None, f"exit {done.returncode}"
+
+
+def _as_interrupt(*_) -> None:
+    raise KeyboardInterrupt
 
 
 def through_bench(cases, device: str, jobs: int, run_dir: Path, work: Path):
@@ -180,20 +185,36 @@ def through_bench(cases, device: str, jobs: int, run_dir: Path, work: Path):
     print(f"<!-- {' '.join(command[1:])} -->", flush=True)
     started = time.monotonic()
     bench = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    # A SIGTERM (a call's time limit) stops the bench as SIGINT does: it keeps what finished, and
+    # the rows of what finished are printed before this ends.
+    signal.signal(signal.SIGTERM, _as_interrupt)
+    by_key = {key: case for key, case in zip(names, cases)}
+    shown: set = set()
+
+    def finished():
+        """Each case whose verdict the bench has written and that is not printed yet."""
+        for file in sorted(run_dir.rglob("verdict.json")):
+            try:
+                verdict = json.loads(file.read_text())
+            except (OSError, json.JSONDecodeError):  # being written: the next look takes it
+                continue
+            key = (verdict.get("problem"), verdict.get("candidate"))
+            if key in by_key and key not in shown:
+                shown.add(key)
+                yield by_key[key], verdict, verdict.get("seconds", 0.0)
+
     try:
-        bench.wait()
+        while bench.poll() is None:  # rows as they finish: a call cut off still shows them
+            yield from finished()
+            time.sleep(5)
     except KeyboardInterrupt:  # stopped from outside: the bench stops too, keeping what finished
         bench.send_signal(signal.SIGINT)
         bench.wait()
+    yield from finished()
     print(f"<!-- bench exit {bench.returncode} after {time.monotonic() - started:.0f} s -->", flush=True)
-    found = {}
-    for file in sorted(run_dir.rglob("verdict.json")):
-        verdict = json.loads(file.read_text())
-        found[(verdict.get("problem"), verdict.get("candidate"))] = verdict
-    for key in names:
-        verdict = found.get(key)
-        yield (verdict, verdict.get("seconds", 0.0) if verdict else f"not finished (bench exit {bench.returncode})")
-
+    for key, case in by_key.items():
+        if key not in shown:
+            yield case, None, f"not finished (bench exit {bench.returncode})"
 
 if __name__ == "__main__":
     main()
