@@ -16,7 +16,6 @@ import time
 import warnings
 
 import click
-import torch
 
 
 def _load(preset: str | None, checkpoint: str | None, device: str, dtype: str, seed: int):
@@ -38,10 +37,14 @@ def _device(device: str | None) -> str:
         from hercules.cli_common import check_device
 
         return check_device(device)  # one line for a GPU that is not here, not torch's assertion
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _sync(device: str) -> None:
+    import torch
+
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
@@ -77,6 +80,8 @@ def _setup(threads, as_json):
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     warnings.simplefilter("default")
     if threads:
+        import torch
+
         torch.set_num_threads(threads)
 
 
@@ -118,6 +123,8 @@ def generate_cmd(preset, checkpoint, device, dtype, batch, advisor, budget, lang
       hercules generate --preset tiny-llama --device cpu --new-tokens 32 --compare-eager --json
       hercules generate --preset tiny-qwen3 --device cpu --exact --new-tokens 16
     """
+    import torch
+
     _setup(threads, as_json)
     device = _device(device)
     model, name = _load(preset, checkpoint, device, dtype, seed)
