@@ -190,14 +190,16 @@ def through_bench(cases, device: str, jobs: int, run_dir: Path, work: Path):
     signal.signal(signal.SIGTERM, _as_interrupt)
     by_key = {key: case for key, case in zip(names, cases)}
     shown: set = set()
+    read: set[Path] = set()  # verdict files already taken (each is read once, not every look)
 
     def finished():
         """Each case whose verdict the bench has written and that is not printed yet."""
-        for file in sorted(run_dir.rglob("verdict.json")):
+        for file in sorted(set(run_dir.rglob("verdict.json")) - read):
             try:
                 verdict = json.loads(file.read_text())
             except (OSError, json.JSONDecodeError):  # being written: the next look takes it
                 continue
+            read.add(file)
             key = (verdict.get("problem"), verdict.get("candidate"))
             if key in by_key and key not in shown:
                 shown.add(key)
@@ -215,6 +217,7 @@ def through_bench(cases, device: str, jobs: int, run_dir: Path, work: Path):
     for key, case in by_key.items():
         if key not in shown:
             yield case, None, f"not finished (bench exit {bench.returncode})"
+
 
 if __name__ == "__main__":
     main()
