@@ -187,6 +187,29 @@ def test_a_candidate_held_above_its_bursts_keeps_the_hold_in_its_side_by_side_sp
     assert paired_speedup([(0.5, 1.0)] * 4 + [(0.5, 0.0)] * 3, candidate_hold=1.0) is None  # void rounds
 
 
+def test_the_judged_passes_floor_holds_the_side_by_side_rounds_whatever_else_set_the_time():
+    from hercules.harness.policy import JudgedPasses, hold, paired_speedup, side_by_side_hold
+
+    # A cache keyed by content (H100 figures): 0.155 ms per call on never-seen values, 0.06 on
+    # values met before (the long burst and every side-by-side round), eager 0.10 a call.
+    passes = JudgedPasses(fresh_ms=0.155, seen_ms=0.06, seen_fastest_ms=0.06, calls=256, fresh_overhead_ms=0.5,
+                          seen_overhead_ms=0.3)
+    floor_ms, wall_ms = passes.floor_ms(), 0.06
+    assert floor_ms > 2 * wall_ms
+    pairs = [(0.06, 0.10)] * 7
+    # A long burst beside load set the time above the floor (bounded by "wall"): the rounds are
+    # still held by the floor, and the cache gains nothing over eager.
+    held = side_by_side_hold(0.2, wall_ms, "wall", floor_ms)
+    assert held == pytest.approx(floor_ms / wall_ms)
+    assert paired_speedup(pairs, held).speedup < 1.0
+    # Without the floor the same rounds read 1.67x.
+    assert paired_speedup(pairs, side_by_side_hold(0.2, wall_ms, "wall", 0.0)).speedup == pytest.approx(0.10 / 0.06)
+    # A check of the calls that held the time higher than the floor wins; neither holds below 1.
+    assert side_by_side_hold(0.3, wall_ms, "judged", floor_ms) == pytest.approx(hold(0.3, wall_ms))
+    assert side_by_side_hold(0.05, wall_ms, "events", 0.04) == 1.0
+    assert side_by_side_hold(0.2, None, "judged", floor_ms) == 1.0  # no long burst to hold against
+
+
 def test_baselines_are_cached_only_from_an_idle_device_and_eager_only_once():
     from hercules.harness.policy import baselines_to_cache
 

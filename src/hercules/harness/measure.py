@@ -51,7 +51,6 @@ from hercules.harness.policy import (
     floored,
     fresh_pass_plan,
     hidden_work,
-    hold,
     judge_passes,
     long_burst_calls,
     output_bytes,
@@ -59,6 +58,7 @@ from hercules.harness.policy import (
     paired_rounds_enough,
     paired_speedup,
     rounds_after,
+    side_by_side_hold,
     timing_set_seeds,
     unmeasured,
 )
@@ -371,6 +371,7 @@ class Measurement:
         bound_ms = max(event_ms, wall_ms)
         beside_ms = None
         passes = None
+        floor_ms = 0.0
         if not settings.interpreted:
             held = checked_burst(self, calls, sets, event_ms, wall_ms, output_bytes(self.trials.specs),
                                  self.device.type)
@@ -406,12 +407,16 @@ class Measurement:
                                         f"judged, against {wall_ms:.4f} ms in the long burst, by the parent's clock "
                                         "(results reused, or calls skipped, across calls?)"))
                 bound_ms = max(bound_ms, passes.fresh_ms, passes.seen_fastest_ms)
-            elif passes.floor_ms() > bound_ms:
-                floor = floored(self, passes, sets, event_ms, wall_ms, bound_ms)
+            elif passes.floor_ms() > wall_ms:
+                # Against the long burst, not the time so far: a slower figure that set the time
+                # (events, a checked burst beside load) says nothing of values never seen, and the
+                # side-by-side rounds repeat values as the long burst does.
+                floor = floored(self, passes, sets, event_ms, wall_ms, wall_ms)
                 if floor.wrong:
                     return self._failed(findings, floor.wrong, sets)
                 self._say(floor.note)
-                passes, bound_ms = floor.passes, floor.bound_ms
+                passes, floor_ms = floor.passes, floor.bound_ms
+                bound_ms = max(bound_ms, floor_ms)
         timing = replace(in_process, wall_ms=wall_ms, event_median_ms=event_ms, median_ms=bound_ms,
                          bounded_by=bounded_by(bound_ms, event_ms, (wall_ms, beside_ms)),
                          judged_ms=passes.fresh_ms if passes else None, seen_ms=passes.seen_ms if passes else None,
@@ -421,7 +426,7 @@ class Measurement:
         if self.beside is not None and not settings.interpreted:
             # Held only where a check of the candidate's calls set its time above its bursts (a
             # checked burst, judged passes): events above the bursts, taken seconds apart, are drift.
-            held = hold(bound_ms, wall_ms) if timing.bounded_by == "judged" else 1.0
+            held = side_by_side_hold(bound_ms, wall_ms, timing.bounded_by, floor_ms)
             paired, wrong = self._side_by_side(calls_at_bound(calls, event_ms, bound_ms, overhead_ms, sets),
                                                event_ms, held)
             if wrong:

@@ -624,6 +624,20 @@ def hold(bound_ms: float, wall_ms: float | None) -> float:
     return max(1.0, bound_ms / wall_ms) if wall_ms and wall_ms > 0 else 1.0
 
 
+def side_by_side_hold(bound_ms: float, wall_ms: float | None, bounded: str, floor_ms: float) -> float:
+    """How far the candidate's figures in the side-by-side rounds are held (at least 1): by its
+    time where a check of its calls set it (``bounded`` "judged"), and always by the floor of the
+    passes whose every call is judged (``floor_ms``, 0 where none was taken). The rounds repeat
+    values as the long burst does, so a candidate fast only on values it has met is as fast there;
+    the floor is what says otherwise, whatever else set the time. With only the first, a slower
+    figure (events, a long burst beside load) that set the time above the floor left the rounds
+    unheld. On an H100 with four evaluations in flight the red team's content cache came out ok at
+    1.52x eager; alone it was floored to 0.66x and 0.97x (0.155 ms per call on never-seen values,
+    0.06 on repeated ones, eager 0.10)."""
+    held = hold(bound_ms, wall_ms) if bounded == "judged" else 1.0
+    return max(held, hold(floor_ms, wall_ms))
+
+
 def calls_at_bound(calls: int, sized_ms: float, bound_ms: float, overhead_ms: float, sets: int) -> int:
     """Calls of the candidate's later bursts (the second long burst, the checked burst, the
     side-by-side rounds, where both sides run the same count): the first long burst's, unless the
