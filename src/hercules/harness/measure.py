@@ -424,8 +424,9 @@ class Measurement:
         self._packing_note()
         side_by_side = {}
         if self.beside is not None and not settings.interpreted:
-            # Held only where a check of the candidate's calls set its time above its bursts (a
-            # checked burst, judged passes): events above the bursts, taken seconds apart, are drift.
+            # Held where a check of the candidate's calls set its time above its bursts (a checked
+            # burst, judged passes), and by the judged passes' floor always (policy.side_by_side_hold):
+            # events above the bursts, taken seconds apart, are drift.
             held = side_by_side_hold(bound_ms, wall_ms, timing.bounded_by, floor_ms)
             paired, wrong = self._side_by_side(calls_at_bound(calls, event_ms, bound_ms, overhead_ms, sets),
                                                event_ms, held)
