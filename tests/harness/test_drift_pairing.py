@@ -114,8 +114,8 @@ def _passes(fresh_ms, calls=256):
 
 
 def _floored(probe, first, wall_ms):
-    found = floored(probe, first, SETS, wall_ms, wall_ms, wall_ms)
-    return found.passes, found.bound_ms, found.wrong
+    found = floored(probe, first, SETS, wall_ms, wall_ms)
+    return found.passes, found.floor_ms, found.wrong
 
 
 def test_passes_fast_when_measured_again_change_nothing():

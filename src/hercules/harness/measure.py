@@ -411,11 +411,11 @@ class Measurement:
                 # Against the long burst, not the time so far: a slower figure that set the time
                 # (events, a checked burst beside load) says nothing of values never seen, and the
                 # side-by-side rounds repeat values as the long burst does.
-                floor = floored(self, passes, sets, event_ms, wall_ms, wall_ms)
+                floor = floored(self, passes, sets, event_ms, wall_ms)
                 if floor.wrong:
                     return self._failed(findings, floor.wrong, sets)
                 self._say(floor.note)
-                passes, floor_ms = floor.passes, floor.bound_ms
+                passes, floor_ms = floor.passes, floor.floor_ms
                 bound_ms = max(bound_ms, floor_ms)
         timing = replace(in_process, wall_ms=wall_ms, event_median_ms=event_ms, median_ms=bound_ms,
                          bounded_by=bounded_by(bound_ms, event_ms, (wall_ms, beside_ms)),

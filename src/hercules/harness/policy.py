@@ -503,26 +503,26 @@ def judge_passes(probe: Probe, passes: JudgedPasses, sets: int, event_ms: float,
 @dataclass(frozen=True)
 class Floored:
     passes: JudgedPasses  # the set that counts
-    bound_ms: float  # the time, raised to the floor or not
+    floor_ms: float  # its floor where that stays above the long burst; the long burst's figure otherwise
     wrong: str | None = None
     note: str | None = None
 
 
-def floored(probe: Probe, passes: JudgedPasses, sets: int, event_ms: float, wall_ms: float,
-            bound_ms: float) -> Floored:
-    """Passes whose floor would raise the time, measured again up to JUDGED_REMEASURES times while
-    the floor still would raise it; the set with the fastest fresh pass counts (load only slows
-    one). Not paired with a long burst as the checked burst is: the floor is already the fresh
-    figure over JUDGED_RATIO_LIMIT, at most what such a long burst would read when the pair agrees."""
+def floored(probe: Probe, passes: JudgedPasses, sets: int, event_ms: float, wall_ms: float) -> Floored:
+    """Passes whose floor stands above the long burst (``wall_ms``), measured again up to
+    JUDGED_REMEASURES times while it still does; the set with the fastest fresh pass counts (load
+    only slows one). Not paired with a long burst as the checked burst is: the floor is already the
+    fresh figure over JUDGED_RATIO_LIMIT, at most what such a long burst would read when the pair
+    agrees."""
     fastest = passes
     for _ in range(JUDGED_REMEASURES):
         again = probe.judged_passes(sets, max(event_ms, wall_ms))
         if again is None:
-            return Floored(passes, bound_ms, FRESH_OUTPUTS_WRONG)
+            return Floored(passes, wall_ms, FRESH_OUTPUTS_WRONG)
         if again.fresh_ms < fastest.fresh_ms:
             fastest = again
-        if fastest.floor_ms() <= bound_ms:
-            return Floored(fastest, bound_ms)
+        if fastest.floor_ms() <= wall_ms:
+            return Floored(fastest, wall_ms)
     return Floored(fastest, fastest.floor_ms(),
                    note=f"time floored by the passes with every call judged: {fastest.fresh_ms:.4f} ms per call on "
                         f"never-seen values against {wall_ms:.4f} ms in the long burst")
