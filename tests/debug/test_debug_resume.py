@@ -33,12 +33,18 @@ def _script(out: Path, work: Path, corpus: Path, **env: str) -> subprocess.Compl
                           text=True, timeout=120, check=False, env=full)
 
 
-def test_script_packs_its_cache_and_a_second_call_reuses_it(tmp_path):
+def _first_call(tmp_path: Path) -> Path:
+    """One instance's corpus, run once into tmp_path/out1; returns the corpus folder."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copytree(CORPUS / DUP, corpus / DUP)
     first = _script(tmp_path / "out1", tmp_path / "work1", corpus)
     assert first.returncode == 0, first.stderr[-3000:]
+    return corpus
+
+
+def test_script_packs_its_cache_and_a_second_call_reuses_it(tmp_path):
+    corpus = _first_call(tmp_path)
     out1 = tmp_path / "out1"
     files = sorted(p.name for p in out1.iterdir())
     assert files == ["debug_h200_tables.json", "debug_h200_tables.md", "report.md", "repro_cache.tgz", "run.log",
@@ -106,3 +112,29 @@ def test_sigint_stops_a_run_in_seconds_and_keeps_what_finished(tmp_path):
     assert summary["progress"]["attempts"] == {"trajectories": 2, "finished": 0, "to_do": 2}
     assert "debug run progress: reproductions 1/2 cached (1 to do)" in err
     assert (tmp_path / "run" / "report.md").is_file()
+
+
+def test_a_carried_round_stored_as_killed_by_the_stop_is_run_again(tmp_path):
+    """A round kept as 'worker killed by SIGINT' (the call's time guard, stored by a run whose stop
+    came late) is the stop, not the fixer's outcome: the next call builds it again and counts it."""
+    corpus = _first_call(tmp_path)
+    slim = tmp_path / "slim"
+    with tarfile.open(tmp_path / "out1" / "run_slim.tgz") as tar:
+        tar.extractall(slim, filter="data")
+    [stored] = list(slim.rglob("attempts/null/*/*/s0/i0/result.json"))
+    record = json.loads(stored.read_text())
+    honest_category = record["category"]
+    record |= {"category": "crash", "reason": "build: worker killed by SIGINT ([1/3] g++ ...)"}
+    stored.write_text(json.dumps(record))
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    shutil.copy(tmp_path / "out1" / "repro_cache.tgz", carry / "repro_cache.tgz")
+    with tarfile.open(carry / "run_slim.tgz", "w:gz") as tar:
+        tar.add(slim, arcname=".")
+    second = _script(tmp_path / "out2", tmp_path / "work2", corpus, CARRY=str(carry))
+    assert second.returncode == 0, second.stderr[-3000:]
+    log2 = (tmp_path / "out2" / "run.log").read_text()
+    assert f"attempt [1/1] [null] {DUP}: {honest_category} (" in log2  # run again: not "(stored)", not a crash
+    assert "killed by SIGINT" not in (tmp_path / "out2" / "debug_h200_tables.md").read_text()
+    summary = json.loads((tmp_path / "out2" / "summary.json").read_text())
+    assert summary["progress"]["attempts"] == {"trajectories": 1, "finished": 1, "to_do": 0}

@@ -61,6 +61,17 @@ def _drop_if_stopped(outcome: Outcome) -> None:
         raise interrupt.Interrupted("the run was asked to stop")
 
 
+def _load_round(store: DebugStore, where) -> dict[str, Any] | None:
+    """A stored round, or None where there is none to keep: a round stored as a worker ended by
+    SIGINT/SIGTERM is the stop of the call that ran it, not an outcome (such rounds were kept by runs
+    whose stop came after ``SIGNAL_RACE_S``, or before ``_drop_if_stopped``; the H100 run carried
+    from d1344ce held 17), so a resumed run runs it again."""
+    record = store.load(where)
+    if record is not None and cls.killed_by_stop_signal(record.get("reason") or ""):
+        return None
+    return record
+
+
 def _gate(record: dict[str, Any]) -> GateResult:
     return GateResult(**record["gate"])
 
@@ -96,7 +107,7 @@ class Benchmark:
             lock = self._ref_locks.setdefault(inst.task_id, threading.Lock())
         with lock:
             where = self.store.reference_dir(inst.task_id)
-            saved = self.store.load(where)
+            saved = _load_round(self.store, where)
             if saved is not None and saved.get("reused_from") and not self.reuse:
                 saved = None  # taken from a recorded run before; now asked to run for real
             if saved is None:
@@ -167,7 +178,7 @@ class Benchmark:
         stored = True
         for r in range(protocol.iterations):
             where = self.store.round_dir(fixer_name, protocol.describe(), inst.task_id, sample, r)
-            record = self.store.load(where)
+            record = _load_round(self.store, where)
             if record is not None and record.get("reused_from"):
                 if not self.reuse:
                     record = None  # it took a recorded run; now asked to run for real
@@ -233,7 +244,8 @@ def stored_trajectories(store: DebugStore, instances: Sequence[Instance], fixers
                 for sample in range(protocol.attempts):
                     rounds: list[dict[str, Any]] = []
                     for r in range(protocol.iterations):
-                        record = store.load(store.round_dir(fixer, protocol.describe(), inst.task_id, sample, r))
+                        record = _load_round(store, store.round_dir(fixer, protocol.describe(), inst.task_id,
+                                                                    sample, r))
                         if record is None:
                             break
                         rounds.append(record)
