@@ -44,7 +44,8 @@
 #   under WORK); CALL_S (600: the call's limit; the run is stopped by SIGINT RESERVE_S=60 s before it,
 #   leaving room for the tables and the packing), DEBUG_TIME_S (the run's own limit, instead);
 #   FIXERS (default "degenerate null replay": the new GPU work of each task first, then the two that
-#   take the reproduction's runs), DEBUG_ARGS (e.g. "--family kernelbench", "--no-reuse"), JOBS (16),
+#   take the reproduction's runs), DEBUG_ARGS (e.g. "--family kernelbench", "--no-reuse"), JOBS (16; core evaluations of
+#   KernelBench instances run two at a time whatever JOBS says: hercules/debug/evaluations.py),
 #   DEVICE (cuda; cpu for a local check without a GPU), BUILD_TIMEOUT_S (240), TEST_TIMEOUT_S (60;
 #   KernelBench problems with multi-GB inputs need minutes).
 set -u

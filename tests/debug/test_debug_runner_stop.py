@@ -1,5 +1,6 @@
 """A debug run's own stop is never stored as an attempt's outcome (process-free): a worker ended by
-the SIGINT or SIGTERM that stops the run reads as a crash, and a resumed run would skip the round."""
+the SIGINT or SIGTERM that stops the run reads as a crash, and a resumed run would skip the round.
+Likewise a worker killed from outside (the host's OOM killer) is the machine's, not the file's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from hercules import interrupt
 from hercules.debug import runner
 from hercules.debug.attempt import Outcome
 from hercules.debug.classifier import Classification
+from hercules.debug.reproduce import maybe_load
+from hercules.debug.store import DebugStore, write_json_atomic
 
 
 def _outcome(reason: str) -> Outcome:
@@ -45,3 +48,30 @@ def test_a_candidate_that_kills_itself_is_its_own_outcome_after_the_race_window(
     started = time.monotonic()
     runner._drop_if_stopped(_outcome("Segmentation fault"))  # other crashes do not wait
     assert time.monotonic() - started < 0.2
+
+
+@pytest.mark.parametrize(("category", "subtype", "reason", "kept"), [
+    ("crash", "worker", "build: worker killed by SIGINT ([1/3] g++ ...)", False),  # the call's stop
+    ("env", "external_kill", "candidate setup: worker killed by SIGKILL", False),  # the host's OOM killer
+    ("crash", "worker", "test killed by SIGSEGV", True),  # the candidate's own crash
+    ("build", "syntax_type", "solution.cu(17): error: expected a \";\"", True),
+])
+def test_a_stored_round_that_is_the_stop_or_the_machine_is_run_again(tmp_path, category, subtype, reason, kept):
+    store = DebugStore(tmp_path / "run")
+    where = store.round_dir("degenerate", "n=1", "task", 0, 0)
+    record = {"category": category, "subtype": subtype, "reason": reason}
+    write_json_atomic(where / "result.json", record)
+    assert (runner._load_round(store, where) == record) is kept
+
+
+@pytest.mark.parametrize(("classification", "side", "retried"), [
+    (Classification("env", "external_kill", "candidate setup: worker killed by SIGKILL"), "broken", True),
+    (Classification("timeout", "build", "build timed out"), "broken", True),
+    (Classification("timeout", "test", "test timed out"), "broken", False),  # an observation of the file
+    (Classification("timeout", "test", "test timed out"), "reference", True),
+    (Classification("oom", "", "CUDA out of memory"), "broken", False),
+])
+def test_a_reproduction_the_machine_may_have_decided_is_not_cached(classification, side, retried):
+    outcome = Outcome(kind="kernelbench", code_hash="0" * 16, build=None, test=None, verdict=None,
+                      classification=classification, correct=False, time_ms=None, method="none")
+    assert maybe_load(outcome, side) is retried

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from hercules.harness.device_lock import DeviceLock, shared_section
 
 
@@ -142,3 +144,54 @@ def test_two_evaluations_going_alone_take_turns():
         t.join(5)
     assert sorted(done) == ["a", "b"]  # no deadlock
     assert overlaps == [1, 1]  # never both alone at once
+
+
+def test_max_evaluations_bounds_those_in_flight():
+    lock = DeviceLock(max_evaluations=2)
+    in_flight: list[int] = []  # one entry per evaluation inside
+    most, finished = [0], []
+    guard = threading.Lock()
+
+    def one(n: int):
+        with lock.evaluation():
+            with guard:
+                in_flight.append(n)
+                most[0] = max(most[0], len(in_flight))
+            time.sleep(0.05)
+            with guard:
+                in_flight.remove(n)
+        finished.append(n)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(finished) == list(range(6))
+    assert most[0] == 2  # six asked at once: two at a time
+
+
+def test_an_evaluation_going_alone_under_a_bound_frees_its_place_and_takes_its_turn():
+    lock = DeviceLock(max_evaluations=1)
+    done: list[str] = []
+
+    def heavy():
+        with lock.evaluation() as place:
+            place.go_alone()  # the only one in flight: goes on at once
+            done.append("heavy")
+
+    def light():
+        with lock.evaluation():
+            done.append("light")
+
+    threads = [threading.Thread(target=heavy), threading.Thread(target=light)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(done) == ["heavy", "light"]
+
+
+def test_max_evaluations_below_one_is_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        DeviceLock(max_evaluations=0)

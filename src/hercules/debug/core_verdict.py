@@ -21,8 +21,9 @@ from hercules.debug import classifier as cls
 from hercules.harness.records import BuildResult, Cause, Status, Verdict
 
 # Causes that say nothing of the candidate: the run observed the machine, the problem or Hercules.
+KILLED_FROM_OUTSIDE = "external_kill"
 NOT_THE_CANDIDATE = {
-    Cause.EXTERNAL_KILL: "external_kill",  # killed from outside (the host's OOM killer, a stop)
+    Cause.EXTERNAL_KILL: KILLED_FROM_OUTSIDE,  # killed from outside (the host's OOM killer, a stop)
     Cause.REFERENCE: "problem",  # the problem's own code (the trusted side) failed
     Cause.HARNESS: "harness_error",  # Hercules' own code raised
     Cause.DEVICE_UNAVAILABLE: "device_unavailable",  # the driver refused the trusted side the device

@@ -49,7 +49,9 @@ from hercules.debug import classifier as cls
 from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution
 from hercules.debug.conditions import run_conditions
+from hercules.debug.core_verdict import KILLED_FROM_OUTSIDE
 from hercules.debug.corpus import Instance
+from hercules.debug.evaluations import device_lock
 from hercules.debug.toolchain import Toolchain, toolchain_identity
 from hercules.debug.workspace import CommandResult
 from hercules.harness.device_lock import DeviceLock
@@ -377,7 +379,7 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
     cached = cache.get(key)
     if cached is not None:
         return cached
-    gpu_lock = gpu_lock or DeviceLock()
+    gpu_lock = gpu_lock or device_lock()
     start = time.perf_counter()
     work = cache.root / "work" / f"{key}.{threading.get_ident()}"
     try:
@@ -413,11 +415,14 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
 
 
 def maybe_load(outcome: Outcome | None, side: str) -> bool:
-    """A timed-out build (either file) or reference test may be the machine's load, not the code:
-    such a result is not cached and no attempt takes it, so the next run tries again. The broken
-    file's test timing out is an observation."""
+    """A timed-out build (either file) or reference test may be the machine's load, not the code,
+    and a process killed from outside (the host's OOM killer) is the machine's doing: such a result
+    is not cached and no attempt takes it, so the next run tries again. The broken file's test
+    timing out is an observation."""
     stages = ("build", "test") if side == "reference" else ("build",)
     c = outcome.classification if outcome is not None else None
+    if c is not None and (c.category, c.subtype) == (cls.ENV, KILLED_FROM_OUTSIDE):
+        return True
     return c is not None and c.category == cls.TIMEOUT and c.subtype in stages
 
 
@@ -426,7 +431,7 @@ def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions
                   gpu_lock: DeviceLock | None = None) -> list[Reproduction]:
     """Every instance's reproduction, in the instances' order; each one cached as soon as it is done.
     A stopped run (``interrupt.STOP``) returns the ones finished, the others left out."""
-    gpu_lock = gpu_lock or DeviceLock()
+    gpu_lock = gpu_lock or device_lock()
     results: list[Reproduction | None] = [None] * len(instances)
     done = 0
 

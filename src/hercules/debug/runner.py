@@ -19,7 +19,9 @@ from typing import Any
 from hercules.debug import classifier as cls
 from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution_or_failure
+from hercules.debug.core_verdict import KILLED_FROM_OUTSIDE
 from hercules.debug.corpus import Instance
+from hercules.debug.evaluations import device_lock
 from hercules.debug.fixers import kernelbench_alias
 from hercules.debug.gate import GateResult, degeneration_signs
 from hercules.debug.protocol import FixRequest, Protocol, Round, round_metrics
@@ -28,7 +30,6 @@ from hercules.debug.reuse import Recorded, RecordedRuns, admit_all
 from hercules.debug.stagnation import stagnation_modes
 from hercules.debug.store import DebugStore, write_json_atomic
 from hercules.debug.toolchain import Toolchain
-from hercules.harness.device_lock import DeviceLock
 from hercules.interrupt import SIGNAL_RACE_S
 from hercules.problems.model import code_hash
 
@@ -62,12 +63,17 @@ def _drop_if_stopped(outcome: Outcome) -> None:
 
 
 def _load_round(store: DebugStore, where) -> dict[str, Any] | None:
-    """A stored round, or None where there is none to keep: a round stored as a worker ended by
-    SIGINT/SIGTERM is the stop of the call that ran it, not an outcome (such rounds were kept by runs
-    whose stop came after ``SIGNAL_RACE_S``, or before ``_drop_if_stopped``; the H100 run carried
-    from d1344ce held 17), so a resumed run runs it again."""
+    """A stored round, or None where there is none to keep, so that a resumed run runs it again:
+    a round stored as a worker ended by SIGINT/SIGTERM is the stop of the call that ran it (such
+    rounds were kept by runs whose stop came after ``SIGNAL_RACE_S``, or before
+    ``_drop_if_stopped``; the H100 run carried from d1344ce held 17), and one whose evaluation was
+    killed from outside (the host's OOM killer) is the machine's doing; neither is an outcome."""
     record = store.load(where)
-    if record is not None and cls.killed_by_stop_signal(record.get("reason") or ""):
+    if record is None:
+        return None
+    if cls.killed_by_stop_signal(record.get("reason") or ""):
+        return None
+    if (record.get("category"), record.get("subtype")) == (cls.ENV, KILLED_FROM_OUTSIDE):
         return None
     return record
 
@@ -85,7 +91,7 @@ class Benchmark:
         self.fixers = fixers
         self.protocols = tuple(protocols)
         self.jobs = max(1, jobs)
-        self.gpu_lock = DeviceLock()
+        self.gpu_lock = device_lock()
         self._ref_locks: dict[str, threading.Lock] = {}  # per task: its reference runs once
         self._outcome_locks: dict[tuple[str, str], threading.Lock] = {}  # per (task, code hash)
         self._locks_guard = threading.Lock()

@@ -12,6 +12,10 @@ fills a large share of the device's memory asks to run with no other evaluation 
 (``alone()``): it waits, holding no section, until the others in flight have finished, and no new
 one starts meanwhile. On the H200 two KernelBench problems of 6.4 GB inputs each (21_Sigmoid,
 26_GELU), evaluated side by side, ran out of memory between them.
+
+A caller whose threads are not already its bound on evaluations (``hercules bench`` runs
+``--eval-jobs`` threads; the debugging benchmark runs up to ``--jobs`` trajectories, most of them
+native builds and tests) gives ``max_evaluations``: a new one waits while that many are in flight.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ from collections.abc import Iterator
 
 
 class DeviceLock:
-    def __init__(self) -> None:
+    def __init__(self, max_evaluations: int | None = None) -> None:
+        if max_evaluations is not None and max_evaluations < 1:
+            raise ValueError(f"max_evaluations must be at least 1, not {max_evaluations}")
+        self._max_evaluations = max_evaluations
         self._cond = threading.Condition()
         self._sharers = 0
         self._exclusive = False
@@ -71,7 +78,7 @@ class DeviceLock:
     def evaluation(self) -> Iterator["Occupancy"]:
         """One evaluation in flight, for its whole length; it may ask to go on alone."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._alone and self._waiting_alone == 0)
+            self._cond.wait_for(lambda: not self._alone and self._waiting_alone == 0 and self._has_room())
             self._evaluations += 1
         ticket = Occupancy(self)
         try:
@@ -83,6 +90,9 @@ class DeviceLock:
                 else:
                     self._evaluations -= 1
                 self._cond.notify_all()
+
+    def _has_room(self) -> bool:
+        return self._max_evaluations is None or self._evaluations < self._max_evaluations
 
     def _go_alone(self, ticket: "Occupancy") -> None:
         with self._cond:
