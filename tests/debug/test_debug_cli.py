@@ -140,3 +140,18 @@ def test_bad_input_fails_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "hercules.debug.cli", "run", "--corpus", str(CORPUS),
                            "--protocol", "fb=loud"], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "feedback must be one of" in proc.stderr
+
+
+def test_a_run_folder_made_on_another_device_is_not_resumed_here(tmp_path):
+    """Its stored rounds would be read back as they are: one table, two cards' speedups."""
+    out = tmp_path / "run"
+    out.mkdir()
+    made_on = "NVIDIA H100 80GB HBM3, 580.159.04, sm_90"
+    (out / "run.json").write_text(json.dumps({"corpus": str(CORPUS), "machine": made_on}))
+    proc = subprocess.run([sys.executable, "-m", "hercules.debug.cli", "run", "--corpus", str(CORPUS), "--task",
+                           TASKS[1], "--device", "cpu", "--out", str(out), "--json"], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"its rounds were made on {made_on}, this machine is cpu: no GPU" in proc.stderr
+    assert json.loads((out / "run.json").read_text())["machine"] == made_on  # left as it was
+    assert not (out / "results.sqlite").exists()

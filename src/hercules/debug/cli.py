@@ -288,6 +288,7 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
     from hercules.debug.report import summarise
     from hercules.debug.runner import Benchmark
     from hercules.debug.store import DebugStore, write_json_atomic
+    from hercules.debug.toolchain import toolchain_identity
 
     try:
         protocols = [Protocol.parse(s) for s in protocol_specs]
@@ -303,10 +304,12 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
     fixers = _fixers(fixer_names, base_url, model, api_key)
     run_dir = writable_folder(run_dir or Path("runs") / f"debug-{datetime.now():%Y%m%d-%H%M%S}", "--out")
     tc, opts = _toolchain_and_options(evaluation, build_timeout, test_timeout)
+    machine = toolchain_identity(tc)[1]
+    _same_machine(run_dir, machine)
     store = DebugStore(run_dir)
     write_json_atomic(run_dir / "run.json", {
         "corpus": str(load.root), "fixers": list(fixers), "protocols": [p.describe() for p in protocols],
-        "device": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}",
+        "device": device, "gpu_present": tc.gpu_present, "arch": f"sm_{tc.arch}", "machine": machine,
         "tasks": [i.task_id for i in instances], "scored": "all" if score_all else "reproduced",
         "reuse": not no_reuse})
     bench = Benchmark(store, tc, opts, fixers, protocols, jobs, reuse=not no_reuse)
@@ -342,6 +345,22 @@ def run_command(corpus_dir, family, category, difficulty, task, limit, fixer_nam
             click.echo(f"report: {run_dir / 'report.md'}")
         if interrupted:
             _exit_stopped()
+
+
+def _same_machine(run_dir: Path, machine: str) -> None:
+    """Refuse to go on with a run folder whose rounds another device made: a resumed run reads its
+    stored rounds back as they are, and one table would mix two cards' speedups (an H100's rounds
+    under an H200's heading). A folder from before run.json named its machine is taken as it is."""
+    meta_path = run_dir / "run.json"
+    if not meta_path.is_file():
+        return
+    try:
+        before = json.loads(meta_path.read_text()).get("machine")
+    except (OSError, ValueError, AttributeError):
+        return
+    if before and before != machine:
+        raise click.UsageError(f"--out {run_dir}: its rounds were made on {before}, this machine is {machine}; "
+                               "a run is resumed only on the device that made it (give a new --out)")
 
 
 def _score(bench, instances, reproductions, total):
