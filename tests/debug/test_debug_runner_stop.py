@@ -17,9 +17,9 @@ from hercules.debug.reproduce import maybe_load
 from hercules.debug.store import DebugStore, write_json_atomic
 
 
-def _outcome(reason: str) -> Outcome:
+def _outcome(reason: str, classification: Classification | None = None) -> Outcome:
     return Outcome(kind="native", code_hash="0" * 16, build=None, test=None, verdict=None,
-                   classification=Classification("memory_crash", "crash", reason), correct=False,
+                   classification=classification or Classification("memory_crash", "crash", reason), correct=False,
                    time_ms=None, method="wall")
 
 
@@ -72,6 +72,4 @@ def test_a_stored_round_that_is_the_stop_or_the_machine_is_run_again(tmp_path, c
     (Classification("oom", "", "CUDA out of memory"), "broken", False),
 ])
 def test_a_reproduction_the_machine_may_have_decided_is_not_cached(classification, side, retried):
-    outcome = Outcome(kind="kernelbench", code_hash="0" * 16, build=None, test=None, verdict=None,
-                      classification=classification, correct=False, time_ms=None, method="none")
-    assert maybe_load(outcome, side) is retried
+    assert maybe_load(_outcome(classification.reason, classification), side) is retried

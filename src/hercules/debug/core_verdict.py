@@ -37,6 +37,12 @@ CRASH_SUBTYPE = {
 }
 
 
+def killed_from_outside(category: str, subtype: str) -> bool:
+    """A category that says a process was killed from outside (the host's OOM killer): the
+    machine's doing, so neither a reproduction to cache nor a round to keep."""
+    return (category, subtype) == (cls.ENV, KILLED_FROM_OUTSIDE)
+
+
 def classify_core(status: Status, cause: Cause = Cause.NONE, error: str = "",
                   build: BuildResult | None = None) -> cls.Classification:
     """The category of a core verdict with this status and cause (``error``: the verdict's error;

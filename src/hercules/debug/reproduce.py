@@ -49,7 +49,7 @@ from hercules.debug import classifier as cls
 from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution
 from hercules.debug.conditions import run_conditions
-from hercules.debug.core_verdict import KILLED_FROM_OUTSIDE
+from hercules.debug.core_verdict import killed_from_outside
 from hercules.debug.corpus import Instance
 from hercules.debug.evaluations import device_lock
 from hercules.debug.toolchain import Toolchain, toolchain_identity
@@ -421,9 +421,8 @@ def maybe_load(outcome: Outcome | None, side: str) -> bool:
     timing out is an observation."""
     stages = ("build", "test") if side == "reference" else ("build",)
     c = outcome.classification if outcome is not None else None
-    if c is not None and (c.category, c.subtype) == (cls.ENV, KILLED_FROM_OUTSIDE):
-        return True
-    return c is not None and c.category == cls.TIMEOUT and c.subtype in stages
+    return c is not None and (killed_from_outside(c.category, c.subtype)
+                              or (c.category == cls.TIMEOUT and c.subtype in stages))
 
 
 def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache,

@@ -19,7 +19,7 @@ from typing import Any
 from hercules.debug import classifier as cls
 from hercules.debug import interrupt
 from hercules.debug.attempt import Outcome, RunOptions, run_solution_or_failure
-from hercules.debug.core_verdict import KILLED_FROM_OUTSIDE
+from hercules.debug.core_verdict import killed_from_outside
 from hercules.debug.corpus import Instance
 from hercules.debug.evaluations import device_lock
 from hercules.debug.fixers import kernelbench_alias
@@ -73,7 +73,7 @@ def _load_round(store: DebugStore, where) -> dict[str, Any] | None:
         return None
     if cls.killed_by_stop_signal(record.get("reason") or ""):
         return None
-    if (record.get("category"), record.get("subtype")) == (cls.ENV, KILLED_FROM_OUTSIDE):
+    if killed_from_outside(record.get("category"), record.get("subtype")):
         return None
     return record
 
