@@ -23,7 +23,6 @@ NVCC = 'x.cu(3): error: expected a ";"'
     (Status.SKIPPED, Cause.DEVICE_MISSING, "needs a GPU", cls.UNTESTED, "no_device"),
     (Status.BUILD_ERROR, Cause.CANDIDATE_ERROR, "Error building extension\n" + NVCC, cls.BUILD, "syntax_type"),
     (Status.CRASH, Cause.OUT_OF_MEMORY, "worker over its memory bound", cls.OOM, ""),
-    (Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, "torch.OutOfMemoryError", cls.OOM, ""),
     # the cause says the candidate's process died; the runtime's message says which fault
     (Status.CRASH, Cause.CANDIDATE_CRASH, ILLEGAL, cls.ILLEGAL, ""),
     (Status.RUNTIME_ERROR, Cause.CANDIDATE_ERROR, "RuntimeError: invalid configuration argument", cls.LAUNCH, ""),
@@ -36,6 +35,10 @@ NVCC = 'x.cu(3): error: expected a ";"'
     (Status.CRASH, Cause.EXTERNAL_KILL, "worker killed by SIGKILL; " + ILLEGAL, cls.ENV, "external_kill"),
     (Status.RUNTIME_ERROR, Cause.REFERENCE, "reference: " + ILLEGAL, cls.ENV, "problem"),
     (Status.HARNESS_ERROR, Cause.HARNESS, "KeyError in stage_measure", cls.ENV, "harness_error"),
+    # out of memory on the trusted side (the reference's process, Hercules' code): not the candidate's
+    (Status.RUNTIME_ERROR, Cause.OUT_OF_MEMORY, "reference: out of memory: torch.OutOfMemoryError", cls.ENV,
+     "problem_out_of_memory"),
+    (Status.HARNESS_ERROR, Cause.OUT_OF_MEMORY, "calibration: out of memory", cls.ENV, "problem_out_of_memory"),
 ])
 def test_every_category_from_status_and_cause(status, cause, error, category, subtype):
     found = classify_core(status, cause, error)
@@ -74,3 +77,18 @@ def test_a_verdict_record_is_classified_on_its_fields():
     verdict = Verdict(status=Status.CRASH, correct=False, flags=(), error=ILLEGAL, max_abs_err=None, rel_err=None,
                       ref_ms=None, cand_ms=None, speedup=Speedups(), sol_fraction=None, cause=Cause.CANDIDATE_CRASH)
     assert classify_verdict(verdict).category == cls.ILLEGAL
+
+
+def test_out_of_memory_is_the_candidates_only_where_its_own_process_ran_out():
+    """classify() gives a candidate's out-of-memory the crash status and the reference's (or
+    Hercules' own) runtime_error / harness_error: through one worker event each, the debugging
+    category follows whose process it was."""
+    from hercules.harness.classify import Ending, WorkerEvent, classify
+
+    error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB"
+    seen = {}
+    for role, kind in (("candidate", "error"), ("reference", "error"), ("reference", "harness")):
+        status, cause = classify(WorkerEvent(role, "run", Ending.REFUSED, kind=kind, error=error))
+        seen[(role, kind)] = classify_core(status, cause, error).category
+    assert seen == {("candidate", "error"): cls.OOM, ("reference", "error"): cls.ENV,
+                    ("reference", "harness"): cls.ENV}

@@ -70,6 +70,32 @@ def test_a_stored_round_that_is_the_stop_or_the_machine_is_run_again(tmp_path, c
     (Classification("timeout", "test", "test timed out"), "broken", False),  # an observation of the file
     (Classification("timeout", "test", "test timed out"), "reference", True),
     (Classification("oom", "", "CUDA out of memory"), "broken", False),
+    # the run's own stop (a time guard's SIGINT) reached the build: the stop's, not the file's
+    (Classification("crash", "worker", "build: worker killed by SIGINT ([1/3] nvcc ...)"), "broken", True),
+    (Classification("crash", "worker", "test killed by SIGTERM"), "reference", True),
+    (Classification("crash", "worker", "test killed by SIGSEGV"), "broken", False),
 ])
 def test_a_reproduction_the_machine_may_have_decided_is_not_cached(classification, side, retried):
     assert maybe_load(_outcome(classification.reason, classification), side) is retried
+
+
+@pytest.mark.parametrize(("reason", "reused"), [
+    ("build: worker killed by SIGINT ([1/3] nvcc ...)", False),  # left by a stopped call: run again
+    ("test killed by SIGSEGV", True),
+])
+def test_a_cached_reproduction_that_observed_the_stop_is_run_again(tmp_path, reason, reused):
+    from dataclasses import asdict
+
+    from hercules.debug.reproduce import Reproduction, ReproductionCache
+
+    broken = _outcome(reason, Classification("crash", "worker", reason))
+    rep = Reproduction(task_id="t", labelled_category="logic_error", status="not_reproduced", reproduced=False,
+                       observed_category="crash", not_reproduced_why="fails otherwise", why_kind="other",
+                       evidence=reason, reference_status="ok", reference_why="", toolchain="nvcc", device="gpu",
+                       instance_hash="0", broken=broken.to_json(), reference=None, seconds=1.0)
+    cache = ReproductionCache(tmp_path)
+    cache.put("k", rep)
+    found = cache.get("k")
+    assert (found is not None) is reused
+    if reused:
+        assert asdict(found) == asdict(rep) | {"cached": True}

@@ -18,6 +18,7 @@ fault are ``env`` (this machine could not observe the candidate), never a crash 
 from __future__ import annotations
 
 from hercules.debug import classifier as cls
+from hercules.harness.classify import trusted_side_out_of_memory
 from hercules.harness.records import BuildResult, Cause, Status, Verdict
 
 # Causes that say nothing of the candidate: the run observed the machine, the problem or Hercules.
@@ -28,6 +29,7 @@ NOT_THE_CANDIDATE = {
     Cause.HARNESS: "harness_error",  # Hercules' own code raised
     Cause.DEVICE_UNAVAILABLE: "device_unavailable",  # the driver refused the trusted side the device
 }
+PROBLEM_OUT_OF_MEMORY = "problem_out_of_memory"  # the trusted side ran out of device memory
 # The candidate's process ended or misbehaved for a reason the cause names; the subtype says which.
 CRASH_SUBTYPE = {
     Cause.CANDIDATE_CRASH: "worker",  # died by itself: exit, fatal signal, fatal CUDA error
@@ -52,6 +54,11 @@ def classify_core(status: Status, cause: Cause = Cause.NONE, error: str = "",
         return cls.Classification(cls.PASSED)
     if status is Status.SKIPPED or cause is Cause.DEVICE_MISSING:
         return cls.Classification(cls.UNTESTED, "no_device", (error or "skipped")[:400])
+    if trusted_side_out_of_memory(status, cause):
+        # The problem's side did not fit beside the candidate (on the H100 a 6.4 GB-input
+        # KernelBench reference's float64 truth asked 12 GiB with 36.7 GiB its own and 30.7 GiB the
+        # candidate's): this machine could not test the candidate, which did nothing wrong.
+        return cls.Classification(cls.ENV, PROBLEM_OUT_OF_MEMORY, (error or "out of memory")[:400])
     if status is Status.HARNESS_ERROR or cause in NOT_THE_CANDIDATE:
         subtype = NOT_THE_CANDIDATE.get(cause, "harness_error")
         return cls.Classification(cls.ENV, subtype, (error or f"{status.value} ({cause.value})")[:400])

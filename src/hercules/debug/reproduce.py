@@ -354,9 +354,13 @@ class ReproductionCache:
         if not path.is_file():
             return None
         try:
-            return Reproduction.from_json(json.loads(path.read_text()), cached=True)
+            rep = Reproduction.from_json(json.loads(path.read_text()), cached=True)
         except (json.JSONDecodeError, TypeError, KeyError):
             return None  # torn or foreign: run it again
+        # A record a stopped call left before ``maybe_load`` refused such results (the H100 run's
+        # cache held two: "build: worker killed by SIGINT" read as the broken file failing
+        # otherwise) observed the stop, not the file: run it again.
+        return None if any(_stopped(side) for side in (rep.broken, rep.reference)) else rep
 
     def put(self, key: str, rep: Reproduction) -> None:
         from hercules.debug.store import write_json_atomic
@@ -415,14 +419,22 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
 
 
 def maybe_load(outcome: Outcome | None, side: str) -> bool:
-    """A timed-out build (either file) or reference test may be the machine's load, not the code,
-    and a process killed from outside (the host's OOM killer) is the machine's doing: such a result
-    is not cached and no attempt takes it, so the next run tries again. The broken file's test
-    timing out is an observation."""
+    """A timed-out build (either file) or reference test may be the machine's load, not the code;
+    a process killed from outside (the host's OOM killer) is the machine's doing, and one ended by
+    the signal that stops the run (SIGINT, SIGTERM) is the stop's: such a result is not cached and no
+    attempt takes it, so the next run tries again. The broken file's test timing out is an
+    observation."""
     stages = ("build", "test") if side == "reference" else ("build",)
     c = outcome.classification if outcome is not None else None
     return c is not None and (killed_from_outside(c.category, c.subtype)
+                              or cls.killed_by_stop_signal(c.reason or "")
                               or (c.category == cls.TIMEOUT and c.subtype in stages))
+
+
+def _stopped(outcome: dict[str, Any] | None) -> bool:
+    """An outcome record (``Outcome.to_json``) whose process the run's stop signal ended."""
+    reason = ((outcome or {}).get("classification") or {}).get("reason") or ""
+    return cls.killed_by_stop_signal(reason)
 
 
 def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache,
