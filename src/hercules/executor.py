@@ -52,6 +52,9 @@ class Tracked:
 
     verdict: Verdict
     attempts: int
+    # Why each earlier attempt was run again (its verdict's cause and error, or the exception it
+    # raised): a retried evaluation says what failed under it.
+    retried: tuple[str, ...] = ()
 
 
 def infrastructure_failure(verdict: Verdict) -> bool:
@@ -121,6 +124,8 @@ class EvalExecutor(abc.ABC):
         result: Future = Future()
         result.set_running_or_notify_cancel()
 
+        retried: list[str] = []
+
         def launch(attempt: int) -> None:
             try:
                 future = self._attempt(problem, candidate, options)
@@ -136,12 +141,14 @@ class EvalExecutor(abc.ABC):
             exc = _exception(future)
             verdict = future.result() if exc is None else None
             if verdict is not None and not infrastructure_failure(verdict):
-                result.set_result(Tracked(verdict, attempt))
+                result.set_result(Tracked(verdict, attempt, tuple(retried)))
             elif attempt <= self.retries and not self._closed and not interrupt.STOP.is_set():
                 # (a stopping run killed the worker or actor itself: nothing to run again)
+                retried.append(f"{verdict.cause.value}: {(verdict.error or '')[:300]}" if verdict is not None
+                               else f"raised {exc!r}"[:300])
                 launch(attempt + 1)
             elif verdict is not None:
-                result.set_result(Tracked(verdict, attempt))
+                result.set_result(Tracked(verdict, attempt, tuple(retried)))
             else:
                 result.set_exception(EvaluationLost(f"evaluation failed {attempt} times; last: {exc!r}"))
 

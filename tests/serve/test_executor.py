@@ -51,9 +51,10 @@ def test_concurrent_evaluations_crashes_and_the_retry_bound(problem, options):
             candidate(init_extra="os._exit(3)"),
         )]
         good, wrong, suicidal, exiting = (f.result(timeout=180) for f in futures)
-    assert (good.verdict.status, good.attempts) == (Status.OK, 1), good.verdict.error
+    assert (good.verdict.status, good.attempts) == (Status.OK, 1), (good.verdict.error, good.retried)
     assert wrong.verdict.status is Status.INCORRECT
     assert (suicidal.attempts, suicidal.verdict.status) == (2, Status.CRASH)
+    assert len(suicidal.retried) == 1 and suicidal.retried[0].startswith("external_kill: "), suicidal.retried
     assert "SIGKILL" in suicidal.verdict.error
     assert (exiting.attempts, exiting.verdict.status) == (1, Status.CRASH)
 
