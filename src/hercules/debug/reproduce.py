@@ -355,12 +355,13 @@ class ReproductionCache:
             return None
         try:
             rep = Reproduction.from_json(json.loads(path.read_text()), cached=True)
+            sides = [outcome_from_json(o) if o is not None else None for o in (rep.broken, rep.reference)]
         except (json.JSONDecodeError, TypeError, KeyError):
             return None  # torn or foreign: run it again
-        # A record a stopped call left before ``maybe_load`` refused such results (the H100 run's
-        # cache held two: "build: worker killed by SIGINT" read as the broken file failing
-        # otherwise) observed the stop, not the file: run it again.
-        return None if any(_stopped(side) for side in (rep.broken, rep.reference)) else rep
+        # A record cached before ``maybe_load`` refused what it holds (the H100 run's cache held two
+        # builds "killed by SIGINT", the stop of their call, read as the broken file failing
+        # otherwise) is no result either: run it again.
+        return None if retry_later(*sides) else rep
 
     def put(self, key: str, rep: Reproduction) -> None:
         from hercules.debug.store import write_json_atomic
@@ -413,7 +414,7 @@ def reproduce(inst: Instance, tc: Toolchain, opts: RunOptions, cache: Reproducti
         seconds=round(time.perf_counter() - start, 3), broken_speedup=speedup,
         observed_subtype=broken.classification.subtype,
         conditions=conditions)
-    if not (maybe_load(broken, "broken") or maybe_load(reference, "reference")):
+    if not retry_later(broken, reference):
         cache.put(key, rep)
     return rep
 
@@ -431,10 +432,10 @@ def maybe_load(outcome: Outcome | None, side: str) -> bool:
                               or (c.category == cls.TIMEOUT and c.subtype in stages))
 
 
-def _stopped(outcome: dict[str, Any] | None) -> bool:
-    """An outcome record (``Outcome.to_json``) whose process the run's stop signal ended."""
-    reason = ((outcome or {}).get("classification") or {}).get("reason") or ""
-    return cls.killed_by_stop_signal(reason)
+def retry_later(broken: Outcome | None, reference: Outcome | None) -> bool:
+    """A reproduction whose broken or reference run ``maybe_load`` refuses: neither cached nor
+    taken from the cache."""
+    return maybe_load(broken, "broken") or maybe_load(reference, "reference")
 
 
 def reproduce_all(instances: Sequence[Instance], tc: Toolchain, opts: RunOptions, cache: ReproductionCache,

@@ -100,13 +100,13 @@ def classify(event: WorkerEvent) -> tuple[Status, Cause]:
     return (Status.BUILD_ERROR if event.op in BUILD_OPS else Status.RUNTIME_ERROR), Cause.CANDIDATE_ERROR
 
 
-
 def trusted_side_out_of_memory(status: Status, cause: Cause) -> bool:
     """A verdict whose out-of-memory was the trusted side's: the reference's process (the problem's
     inputs, its own code, the float64 truth, a calibration) or Hercules' own code asked for the
     memory. ``classify`` gives the candidate's ``crash`` and the others ``runtime_error`` or
     ``harness_error``, so the status says whose it was; the candidate is not to be blamed for it."""
     return cause is Cause.OUT_OF_MEMORY and status in (Status.RUNTIME_ERROR, Status.HARNESS_ERROR)
+
 
 # An evaluation judged again alone (no other evaluation of its run in flight) that runs out of
 # device memory once more, while more than this share of the device was already in use before it
