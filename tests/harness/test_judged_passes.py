@@ -61,14 +61,20 @@ def test_bursts_end_on_the_first_input_set(calls, sets, expected):
 
 
 def test_burst_length_dwarfs_the_round_trip_and_is_capped():
-    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3) == 58  # 60, landing on set 0 below it
-    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=40) == 41  # below it only one call: above it
+    gpu = {"device_type": "cuda"}
+    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3, **gpu) == 58  # 60, landing on set 0 below it
+    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=40, **gpu) == 41  # below it only one call: above it
     # A long call with many sets: the first landing past the target, not one call
-    assert burst_calls(per_call_ms=11.8, overhead_ms=0.4, sets=16) == 17
+    assert burst_calls(per_call_ms=11.8, overhead_ms=0.4, sets=16, **gpu) == 17
     # ...unless that burst would run past BURST_MAX_MS: the last landing before it
-    assert burst_calls(per_call_ms=200.0, overhead_ms=0.4, sets=16) == 1
-    assert burst_calls(per_call_ms=1e-4, overhead_ms=0.1, sets=1) == 2000
-    assert burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1) == 200
+    assert burst_calls(per_call_ms=200.0, overhead_ms=0.4, sets=16, **gpu) == 1
+    assert burst_calls(per_call_ms=1e-4, overhead_ms=0.1, sets=1, **gpu) == 2000
+    # Ten round trips whatever the target, on either device
+    assert burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1, **gpu) == 200
+    assert burst_calls(per_call_ms=1.0, overhead_ms=20.0, sets=1, device_type="cpu") == 200
+    # The CPU's target is half the GPU's: 30 calls of 1 ms, 28 landing on set 0 of 3
+    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=3, device_type="cpu") == 28
+    assert burst_calls(per_call_ms=1.0, overhead_ms=0.1, sets=1, device_type="cpu") == 30
 
 
 def test_timing_buffers_hold_the_refreshed_sets_first_then_the_trials_round():

@@ -54,7 +54,7 @@ def test_a_huge_input_set_gets_one_call_and_a_seen_pass_long_enough_to_time():
     # fresh pass, and the seen pass goes round the buffers for the target's length.
     plan = fresh_pass_plan("cuda", sets=1, per_call_ms=2.76, set_bytes=8600 * MB, out_bytes=4 * MB)
     assert plan.calls == 1 and plan.calls < JUDGED_MIN_CALLS
-    assert plan.seen_calls == -(-int(BURST_TARGET_MS * 100) // 276)  # ceil(60 / 2.76)
+    assert plan.seen_calls == -(-int(BURST_TARGET_MS["cuda"] * 100) // 276)  # ceil(60 / 2.76)
     assert plan.rounds == plan.least == 1  # three rounds would move more than FRESH_TOTAL_BYTES
 
 
@@ -65,7 +65,7 @@ def test_passes_are_capped_by_their_input_bytes_and_seen_calls_by_output_bytes()
     # more outputs than CHECKED_OUTPUT_BYTES (2 of 32 MB) and never fewer calls than the fresh pass
     assert CHECKED_OUTPUT_BYTES["cpu"] // (32 * MB) < plan.seen_calls == plan.calls
     assert fresh_pass_plan("cpu", sets=2, per_call_ms=1.0, set_bytes=FRESH_PASS_BYTES // 4,
-                           out_bytes=MB).seen_calls == BURST_TARGET_MS  # 60 calls of 1 ms
+                           out_bytes=MB).seen_calls == BURST_TARGET_MS["cpu"]  # 30 calls of 1 ms
 
 
 def test_a_pass_hands_back_no_more_outputs_than_the_total_a_round_may_move():
@@ -87,11 +87,17 @@ def test_rounds_shrink_when_the_passes_are_far_slower_than_planned_but_not_below
 
 
 def test_the_long_burst_follows_the_events_unless_the_parents_single_calls_say_otherwise():
-    assert long_burst_calls(False, event_ms=0.5, overhead_ms=0.1, sets=3, parent_single_ms=0.5) == 118
+    assert long_burst_calls(False, event_ms=0.5, overhead_ms=0.1, sets=3, parent_single_ms=0.5,
+                            device_type="cuda") == 118
+    assert long_burst_calls(False, event_ms=0.5, overhead_ms=0.1, sets=3, parent_single_ms=0.5,
+                            device_type="cpu") == 58  # half the GPU's target
     # Forged events (a hundredth of the real 25 ms): the parent's single calls cap the burst
-    calls = long_burst_calls(False, event_ms=0.25, overhead_ms=0.1, sets=3, parent_single_ms=25.0)
-    assert calls * 25.0 <= BURST_MAX_MS and (calls - 1) % 3 == 0
-    assert long_burst_calls(True, event_ms=500.0, overhead_ms=0.1, sets=3, parent_single_ms=500.0) == 1
+    for device_type in ("cuda", "cpu"):
+        calls = long_burst_calls(False, event_ms=0.25, overhead_ms=0.1, sets=3, parent_single_ms=25.0,
+                                 device_type=device_type)
+        assert calls * 25.0 <= BURST_MAX_MS and (calls - 1) % 3 == 0
+    assert long_burst_calls(True, event_ms=500.0, overhead_ms=0.1, sets=3, parent_single_ms=500.0,
+                            device_type="cuda") == 1
 
 
 def test_events_are_taken_again_only_on_a_gpu_and_only_well_above_the_long_burst():
@@ -295,17 +301,19 @@ def test_later_bursts_follow_the_bound_when_the_events_understated_the_calls():
     from hercules.harness.policy import BURST_TARGET_MS, burst_calls, calls_at_bound
 
     # Events that were the calls' time: the long burst's calls, whatever their count.
-    assert calls_at_bound(113, 6.0, 6.0, 0.1, 4) == 113
-    assert calls_at_bound(17, 3.4, 3.3, 0.1, 4) == 17  # the bursts faster than the events
+    assert calls_at_bound(113, 6.0, 6.0, 0.1, 4, "cuda") == 113
+    assert calls_at_bound(17, 3.4, 3.3, 0.1, 4, "cuda") == 17  # the bursts faster than the events
     # Events forged (0.06 ms) under a call the parent's clock reads at 6.1 ms, or a skipper held to
     # its judged calls 450x above its bursts: as many calls as the bound needs for the burst
     # target, a few rather than 113.
-    for sized_ms in (0.06, 0.0134):
-        calls = calls_at_bound(113, sized_ms, 6.1, 0.1, 4)
-        assert calls == burst_calls(6.1, 0.1, 4) and calls * 6.1 >= BURST_TARGET_MS / 2 and calls < 20
+    for device_type in ("cuda", "cpu"):
+        for sized_ms in (0.06, 0.0134):
+            calls = calls_at_bound(113, sized_ms, 6.1, 0.1, 4, device_type)
+            assert calls == burst_calls(6.1, 0.1, 4, device_type) < 20
+            assert calls * 6.1 >= BURST_TARGET_MS[device_type] / 2
     # A bound a little over the events changes the count only where the burst target says so.
-    assert calls_at_bound(19, 3.26, 3.30, 0.1, 3) == min(19, burst_calls(3.30, 0.1, 3))
+    assert calls_at_bound(19, 3.26, 3.30, 0.1, 3, "cuda") == min(19, burst_calls(3.30, 0.1, 3, "cuda"))
     # Never more than the long burst's (a bound on a call already sized past the target).
-    assert calls_at_bound(3, 0.0005, 0.001, 0.1, 2) == 3
+    assert calls_at_bound(3, 0.0005, 0.001, 0.1, 2, "cuda") == 3
     # A figure that says nothing keeps the long burst's.
-    assert calls_at_bound(17, 3.0, 0.0, 0.1, 4) == 17
+    assert calls_at_bound(17, 3.0, 0.0, 0.1, 4, "cpu") == 17

@@ -897,7 +897,8 @@ class _Evaluation:
                 bridges: dict[str, SideBySide], notes: list[str]) -> None:
         """``name`` against eager in the same rounds (``Beside.bridge``), into ``bridges``; a
         failure there leaves the baseline's time standing with no interval, and says why."""
-        calls = burst_calls(max(time_ms, beside.figure_ms() or 0.0, 1e-4), transfers.overhead_ms(), 1)
+        calls = burst_calls(max(time_ms, beside.figure_ms() or 0.0, 1e-4), transfers.overhead_ms(), 1,
+                            self.device.type)
         try:
             found = beside.bridge(name, calls)
         except Abort as abort:
@@ -919,7 +920,7 @@ class _Evaluation:
                                 requests.BaselineTime(name=name, budget_s=opts.timing_budget_s, warmup_s=opts.warmup_s),
                                 max(opts.run_timeout_s, 900.0), f"baseline {name}")
             event_ms = float(raw["timing"]["median_ms"])
-            calls = burst_calls(max(event_ms, 1e-4), transfers.overhead_ms(), 1)
+            calls = burst_calls(max(event_ms, 1e-4), transfers.overhead_ms(), 1, self.device.type)
             # As the candidate's long burst: the faster counts.
             wall_ms = min(trusted_burst_ms(self.session, transfers, name, calls, trials.seeds[0],
                                            max(opts.run_timeout_s, 900.0))

@@ -353,7 +353,8 @@ class Measurement:
         # lands on timing set 0, refreshed above, so its outputs are judged against fresh values.
         event_ms = in_process.median_ms
         parent_single_ms = min((w for w in fresh_walls + seen_walls if w > 0), default=0.0)
-        calls = long_burst_calls(settings.interpreted, event_ms, overhead_ms, sets, parent_single_ms)
+        calls = long_burst_calls(settings.interpreted, event_ms, overhead_ms, sets, parent_single_ms,
+                                 self.device.type)
         wall_ms = enqueue_ms = None
         self._buffer_seeds = timing_set_seeds(self.trials.seeds, sets, revalidation_seeds)
         for _ in range(LONG_BURSTS):  # load only ever slows a burst: the faster counts
@@ -364,7 +365,7 @@ class Measurement:
             if wall_ms is None or figure < wall_ms:
                 wall_ms, enqueue_ms = figure, enqueue
             # The parent's clock now says what a call takes: the bursts after this one are sized by it.
-            calls = calls_at_bound(calls, event_ms, figure, overhead_ms, sets)
+            calls = calls_at_bound(calls, event_ms, figure, overhead_ms, sets, self.device.type)
         findings.extend(self._inputs_changed("after the long bursts"))
         if events_need_retime(self.device.type, event_ms, wall_ms):
             in_process, event_ms = self._retimed(in_process, wall_ms)
@@ -428,8 +429,8 @@ class Measurement:
             # burst, judged passes), and by the judged passes' floor always (policy.side_by_side_hold):
             # events above the bursts, taken seconds apart, are drift.
             held = side_by_side_hold(bound_ms, wall_ms, timing.bounded_by, floor_ms)
-            paired, wrong = self._side_by_side(calls_at_bound(calls, event_ms, bound_ms, overhead_ms, sets),
-                                               event_ms, held)
+            paired, wrong = self._side_by_side(
+                calls_at_bound(calls, event_ms, bound_ms, overhead_ms, sets, self.device.type), event_ms, held)
             if wrong:
                 return self._failed(findings, wrong, sets)
             if paired is not None:

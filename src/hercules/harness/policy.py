@@ -30,8 +30,18 @@ WALL_SLACK_MS = 0.05
 # single calls are noisy; a cache keyed by content skips the work on seen values.
 FRESH_RATIO_LIMIT = 3.0
 # A burst lasts at least this long on the parent's clock, so its fixed costs (the round trip, the
-# packing of the last outputs, calibrated separately) are small against the calls it times.
-BURST_TARGET_MS = 60.0
+# packing of the last outputs, calibrated separately) are small against the calls it times: at
+# least ten times that round trip whatever the device (``burst_calls``). By device: on the CPU the
+# timed calls are the host's own work, which the two sides of an evaluation take turns at, and
+# every burst is time the CI machine's two cores spend on one evaluation. There 30 ms bursts cut
+# the red team's honest control from 37-39 to 31.4 CPU-seconds over three evaluations (its timing
+# stage 2.9-4.3 s to 1.9-2.6 s) with speedups against itself of 0.96-1.02 either way.
+BURST_TARGET_MS = {"cuda": 60.0, "cpu": 30.0}
+
+
+def burst_target_ms(device_type: str) -> float:
+    """The burst target for a device (the GPU's for any other kind)."""
+    return BURST_TARGET_MS.get(device_type, BURST_TARGET_MS["cuda"])
 # Long bursts per figure, the faster kept, for candidate and baselines alike: load only ever slows
 # one, and on the 2-core CPU machine one eager burst of a 3.4 ms problem read 5.35 ms, which made a
 # candidate held to its true time look 1.52x faster.
@@ -149,7 +159,7 @@ def output_bytes(specs: Sequence[dict[str, Any]] | None) -> int:
 
 
 
-def burst_calls(per_call_ms: float, overhead_ms: float, sets: int) -> int:
+def burst_calls(per_call_ms: float, overhead_ms: float, sets: int, device_type: str) -> int:
     """Enough calls for the burst to dwarf its fixed cost, landing on set 0: the last landing
     before the target while that burst still lasts half of it; otherwise the first landing past
     the target, unless that exceeds BURST_MAX_CALLS or BURST_MAX_MS. Rounding down alone made one
@@ -158,7 +168,7 @@ def burst_calls(per_call_ms: float, overhead_ms: float, sets: int) -> int:
     honest reference came out 0.64x and flagged side_stream. Rounding up always doubled CPU bursts
     (33 calls where 17 reach the target; the CPU test suite took 24 min 48 s with it, 22 min 40 s
     the run before, with other changes between)."""
-    target = max(BURST_TARGET_MS, 10.0 * overhead_ms)
+    target = max(burst_target_ms(device_type), 10.0 * overhead_ms)
     needed = int(min(BURST_MAX_CALLS, max(3, math.ceil(target / per_call_ms))))
     below = landing_on_set0(needed, sets)
     if below * per_call_ms >= target / 2:
@@ -269,10 +279,10 @@ def timing_set_seeds(trial_seeds: Sequence[int], sets: int, revalidation_seeds: 
 
 
 def long_burst_calls(interpreted: bool, event_ms: float, overhead_ms: float, sets: int,
-                     parent_single_ms: float) -> int:
+                     parent_single_ms: float, device_type: str) -> int:
     """Calls of the long burst: from the events, unless the parent's own single calls say that many
     would run past BURST_MAX_MS (the events understate the calls, or are forged)."""
-    calls = 1 if interpreted else burst_calls(max(event_ms, 1e-4), overhead_ms, sets)
+    calls = 1 if interpreted else burst_calls(max(event_ms, 1e-4), overhead_ms, sets, device_type)
     if parent_single_ms * calls > BURST_MAX_MS:
         calls = landing_on_set0(int(BURST_MAX_MS / parent_single_ms), sets)
     return calls
@@ -286,6 +296,7 @@ class PassPlan:
     seen_calls: int  # of the pass on values just seen
     rounds: int  # planned rounds
     least: int  # never fewer
+    target_ms: float  # the device's burst target the plan was made for
 
 
 def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: int, out_bytes: int) -> PassPlan:
@@ -293,7 +304,7 @@ def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: 
 
     A pass of a few calls carries the round trip's jitter whole (on the loaded 2-core CPU an honest
     3-call pass read 10.6 and 16.7 ms per call against 0.11 ms in the long burst), so a pass has as
-    many calls (each on its own never-seen set) as make BURST_TARGET_MS, up to FRESH_PASS_CALLS (by
+    many calls (each on its own never-seen set) as make the device's burst target, up to FRESH_PASS_CALLS (by
     device), FRESH_PASS_BYTES of inputs and FRESH_TOTAL_BYTES of outputs; the first ``sets`` go
     into the timing buffers.
 
@@ -301,7 +312,7 @@ def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: 
     with one call per buffer (3 on the CPU) its figure carried the round trip's noise over 3 calls,
     and a skipper hid in it under load. A fresh pass held to a few calls by the size of its inputs
     needs no new values on the seen side: that pass goes round the buffers for as long as
-    BURST_TARGET_MS asks (its outputs kept within CHECKED_OUTPUT_BYTES). On the H200 KernelBench
+    burst target asks (its outputs kept within CHECKED_OUTPUT_BYTES). On the H200 KernelBench
     51_Argmax's one-call passes (an 8.6 GB input) read 30.4 ms on seen values against 2.76 ms per
     call in the long burst, three times over: one request's fixed cost, whole, over one call.
 
@@ -309,7 +320,8 @@ def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: 
     took ~6 s per burst on the H200. Where three rounds would move more than FRESH_TOTAL_BYTES one
     round is taken (a slow round is measured again before it counts, as always)."""
     set_bytes = max(1, set_bytes)
-    calls = int(min(FRESH_PASS_CALLS.get(device_type, 32), max(sets, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3)))))
+    target = burst_target_ms(device_type)
+    calls = int(min(FRESH_PASS_CALLS.get(device_type, 32), max(sets, math.ceil(target / max(per_call_ms, 1e-3)))))
     # Every call's outputs come back in one pack: no more than FRESH_TOTAL_BYTES of them. Bounded
     # by the inputs alone, a pass of KernelBench 7_Matmul_with_small_K_dimension (4 MB of inputs,
     # a 1 GB output, as released by CUDA-L1) asked for 64 calls, 64 GB in one pack: past the
@@ -318,12 +330,12 @@ def fresh_pass_plan(device_type: str, sets: int, per_call_ms: float, set_bytes: 
     seen_calls = calls
     if calls < JUDGED_MIN_CALLS:
         out_cap = CHECKED_OUTPUT_BYTES.get(device_type, 64 << 20) // max(1, out_bytes)
-        seen_calls = max(calls, min(BURST_MAX_CALLS, out_cap, math.ceil(BURST_TARGET_MS / max(per_call_ms, 1e-3))))
+        seen_calls = max(calls, min(BURST_MAX_CALLS, out_cap, math.ceil(target / max(per_call_ms, 1e-3))))
     round_bytes = calls * set_bytes + 2 * calls * out_bytes
-    rounds = int(min(FRESH_ROUNDS_MAX, math.ceil(BURST_TARGET_MS / max(calls * per_call_ms, 1e-3)),
+    rounds = int(min(FRESH_ROUNDS_MAX, math.ceil(target / max(calls * per_call_ms, 1e-3)),
                      FRESH_TOTAL_BYTES // round_bytes))
     least = FRESH_ROUNDS_MIN if FRESH_ROUNDS_MIN * round_bytes <= FRESH_TOTAL_BYTES else 1
-    return PassPlan(calls=calls, seen_calls=seen_calls, rounds=max(least, rounds), least=least)
+    return PassPlan(calls=calls, seen_calls=seen_calls, rounds=max(least, rounds), least=least, target_ms=target)
 
 
 def rounds_after(plan: PassPlan, fastest_ms: float) -> int:
@@ -332,7 +344,7 @@ def rounds_after(plan: PassPlan, fastest_ms: float) -> int:
     rounds than their own length asks for: 12 such rounds, twice, made one red-team evaluation's
     timing stage take 133 s. By the fastest pass so far: load only ever slows a pass, and one slow
     pass must not cut an honest candidate's rounds."""
-    return min(plan.rounds, max(plan.least, math.ceil(BURST_TARGET_MS / max(plan.calls * fastest_ms, 1e-3))))
+    return min(plan.rounds, max(plan.least, math.ceil(plan.target_ms / max(plan.calls * fastest_ms, 1e-3))))
 
 
 # ---- policies that ask for more figures -------------------------------------------------------
@@ -638,7 +650,8 @@ def side_by_side_hold(bound_ms: float, wall_ms: float | None, bounded: str, floo
     return max(held, hold(floor_ms, wall_ms))
 
 
-def calls_at_bound(calls: int, sized_ms: float, bound_ms: float, overhead_ms: float, sets: int) -> int:
+def calls_at_bound(calls: int, sized_ms: float, bound_ms: float, overhead_ms: float, sets: int,
+                   device_type: str) -> int:
     """Calls of the candidate's later bursts (the second long burst, the checked burst, the
     side-by-side rounds, where both sides run the same count): the first long burst's, unless the
     parent's clock or a check of the candidate's calls (``bound_ms``: whichever is slowest) put a
@@ -652,4 +665,4 @@ def calls_at_bound(calls: int, sized_ms: float, bound_ms: float, overhead_ms: fl
     calls on both sides."""
     if bound_ms <= 0.0 or bound_ms <= sized_ms:
         return calls
-    return max(1, min(calls, burst_calls(bound_ms, overhead_ms, sets)))
+    return max(1, min(calls, burst_calls(bound_ms, overhead_ms, sets, device_type)))
