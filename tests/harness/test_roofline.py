@@ -7,8 +7,11 @@ import math
 import pytest
 import torch
 
+from hercules.harness import roofline
 from hercules.harness.records import Degeneracy
 from hercules.harness.roofline import (
+    CPU_MATMUL_CALL_MS,
+    CPU_MATMUL_SIZES,
     DATASHEETS,
     ceiling_for,
     count_flops,
@@ -182,3 +185,38 @@ def test_count_flops_counts_the_reference_work_zeros_included():
     flops, out = count_flops(lambda x, y: torch.triu(x @ y), [a, b])
     assert flops == 2 * n**3
     assert torch.allclose(out, torch.triu(a @ b))
+
+
+def _scripted_rates(monkeypatch, ms_at: dict[int, float]) -> list[tuple[int, str]]:
+    """``_matmul_rate`` answering from scripted per-size times (no timing on this host); the
+    sizes and devices it was asked for."""
+    asked: list[tuple[int, str]] = []
+
+    def rate(n, dtype, device):
+        asked.append((n, device.type))
+        return 2 * n**3 / (ms_at[n] / 1e3), ms_at[n]
+
+    monkeypatch.setattr(roofline, "_matmul_rate", rate)
+    return asked
+
+
+def test_a_cpu_matmul_rate_stops_growing_the_size_once_a_product_is_slow(monkeypatch):
+    """A dtype with no fast CPU kernel is measured at a small size, not for seconds a product at
+    the top one; its ceiling is the best rate of the sizes measured (here the smallest)."""
+    slow = {128: 1.35, 256: 24.7, 512: 206.0, 1024: 2170.0}  # bfloat16 on the 2-core dev machine
+    asked = _scripted_rates(monkeypatch, slow)
+    rate = roofline.matmul_rate(torch.bfloat16, torch.device("cpu"))
+    assert [n for n, _ in asked] == [128, 256] and slow[256] >= CPU_MATMUL_CALL_MS > slow[128]
+    assert rate == pytest.approx(2 * 128**3 / 1.35e-3)
+
+
+def test_a_fast_cpu_matmul_is_measured_up_to_the_top_size_and_a_gpu_at_one_size(monkeypatch):
+    fast = {128: 0.028, 256: 0.195, 512: 1.44, 1024: 11.5}  # float32 on the same machine
+    asked = _scripted_rates(monkeypatch, fast)
+    rate = roofline.matmul_rate(torch.float32, torch.device("cpu"))
+    assert [n for n, _ in asked] == [128, 256, 512, 1024] == [CPU_MATMUL_SIZES[0] * 2**k for k in range(4)]
+    assert rate == pytest.approx(max(2 * n**3 / (ms / 1e3) for n, ms in fast.items()))
+    asked = _scripted_rates(monkeypatch, {8192: 1.4, 4096: 2.7})
+    roofline.matmul_rate(torch.bfloat16, torch.device("cuda"))
+    roofline.matmul_rate(torch.float32, torch.device("cuda"))
+    assert asked == [(8192, "cuda"), (4096, "cuda")]

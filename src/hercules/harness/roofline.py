@@ -168,6 +168,38 @@ def copy_rate(device: torch.device) -> float:
     return 2 * copy_bytes / (_copy_ms(copy_bytes, device) / 1e3)
 
 
+# A CPU's matmul rate is measured over square sizes from CPU_MATMUL_SIZES[0], doubling up to the
+# last, while one product stays under CPU_MATMUL_CALL_MS: a dtype with no fast kernel on the CPU
+# costs seconds a product at the top size (bfloat16 at 1024 on the 2-core AMD EPYC dev machine:
+# 2.17 s a call, 15 s of the ceilings' 16.4 s, paid by every evaluation with a fresh cache), and
+# its rate does not grow with the size (1.3-3.1 GFLOP/s at 128-1024; float32 150-190 GFLOP/s).
+CPU_MATMUL_SIZES = (128, 1024)
+CPU_MATMUL_CALL_MS = 20.0
+
+
+def _matmul_rate(n: int, dtype: torch.dtype, device: torch.device) -> tuple[float, float]:
+    """FLOP/s of the best of several n x n products, and that product's time in ms."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    ms = _best_ms(lambda: a @ b, device)
+    return 2 * n**3 / (ms / 1e3), ms
+
+
+def matmul_rate(dtype: torch.dtype, device: torch.device) -> float:
+    """The device's matmul FLOP/s for ``dtype``: on a GPU at one size big enough to fill it; on a
+    CPU the best rate over the sizes of CPU_MATMUL_SIZES whose product stays under
+    CPU_MATMUL_CALL_MS (the best the device did, as a ceiling must be)."""
+    if device.type == "cuda":
+        return _matmul_rate(8192 if dtype != torch.float32 else 4096, dtype, device)[0]
+    n, best = CPU_MATMUL_SIZES[0], 0.0
+    while True:
+        rate, ms = _matmul_rate(n, dtype, device)
+        best = max(best, rate)
+        if ms >= CPU_MATMUL_CALL_MS or 2 * n > CPU_MATMUL_SIZES[1]:
+            return best
+        n *= 2
+
+
 def measure_ceilings(device: torch.device) -> dict[str, Any]:
     """Copy bandwidth (bytes read + written per second) and matmul FLOP/s per dtype, TF32 off.
     ``ceiling_for`` raises these to the datasheet's peaks where the device has one."""
@@ -182,12 +214,7 @@ def measure_ceilings(device: torch.device) -> dict[str, Any]:
     try:
         dtypes = ("float32", "bfloat16", "float16") if gpu else ("float32", "bfloat16")
         for name in dtypes:
-            dtype = getattr(torch, name)
-            n = (8192 if name != "float32" else 4096) if gpu else 1024
-            a = torch.randn(n, n, device=device).to(dtype)
-            b = torch.randn(n, n, device=device).to(dtype)
-            ms = _best_ms(lambda a=a, b=b: a @ b, device)
-            ceilings["matmul_flops_per_s"][name] = 2 * n**3 / (ms / 1e3)
+            ceilings["matmul_flops_per_s"][name] = matmul_rate(getattr(torch, name), device)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
     return ceilings
