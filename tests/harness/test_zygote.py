@@ -150,28 +150,30 @@ def test_workers_and_their_zygote_end_with_the_evaluating_process(tmp_path, sig)
         parent.wait()
 
 
-_NEEDS_DYNAMO = textwrap.dedent("""
+_NEEDS_FLOP_COUNTER = textwrap.dedent("""
     import sys
     import torch
     import torch.nn as nn
-    assert "torch._dynamo" in sys.modules, "torch._dynamo not imported"
+    assert "torch._dynamo" not in sys.modules, "torch._dynamo imported"
+    assert "torch.utils.flop_counter" in sys.modules, "flop_counter not imported"
 """) + _MODEL
 
 
 def test_the_flop_counters_imports_are_made_once_before_the_second_worker_and_not_at_start(tmp_path, monkeypatch):
     """A single evaluation's worker is not kept waiting for them; the second and later workers of
-    the same evaluating process find torch._dynamo (the FLOP count's ~1 s of imports) already there."""
+    the same evaluating process find torch's flop_counter already there, and none finds
+    torch._dynamo (~1 s of imports the count no longer needs)."""
     monkeypatch.setenv("MALLOC_TOP_PAD_", "131072")  # read at start-up: a zygote of this test's own
     workers = [Worker.start("reference", tmp_path / f"w{i}.log", cwd=tmp_path) for i in range(3)]
     try:
         assert len({_parent_pid(w.process.pid) for w in workers}) == 1  # one zygote
         replies = []
         for worker in workers:
-            worker.send("setup", code=_NEEDS_DYNAMO, device="cpu", dtype="float32", init_seed=1,
+            worker.send("setup", code=_NEEDS_FLOP_COUNTER, device="cpu", dtype="float32", init_seed=1,
                         tolerance=DEFAULT_TOLERANCES["float32"].__dict__)
             replies.append(worker.receive("setup", 120))
         assert [r["ok"] for r in replies] == [False, True, True], replies
-        assert "torch._dynamo not imported" in replies[0]["error"]
+        assert "flop_counter not imported" in replies[0]["error"]
     finally:
         for worker in workers:
             worker.close()

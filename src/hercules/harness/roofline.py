@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from hercules.harness.records import Degeneracy
 
@@ -46,16 +45,6 @@ UNITS: dict[str, str] = {
     "peak_flops_per_s": "FLOP/s", "bandwidth_bytes_per_s": "byte/s (read + written)",
     "fractions": "floor time / candidate time (1.0 = at the ceiling)",
 }
-
-
-def count_flops(model: Any, values: list[Any]) -> tuple[int, Any]:
-    """Matrix-product, convolution and attention FLOPs of one forward of the *reference*
-    (elementwise work is not counted: such problems are judged on bytes, which dominate them),
-    and that forward's output. The reference's work, not a lower bound for a candidate."""
-    counter = FlopCounterMode(display=False)
-    with counter:
-        out = model(*values)
-    return int(counter.get_total_flops()), out
 
 
 # ---- ceilings ------------------------------------------------------------------------------
@@ -244,7 +233,7 @@ def sol_figures(flops: int, min_bytes: int, dtype: str, ceilings: Mapping[str, A
                 *, min_flops: int | None = None) -> dict[str, Any]:
     """The ``sol`` dict a verdict carries.
 
-    ``flops`` is the reference's FLOP count (``count_flops``); ``min_bytes`` the bytes any
+    ``flops`` is the reference's FLOP count (``flops.count_flops``); ``min_bytes`` the bytes any
     candidate must move; ``min_flops``, when given, a FLOP count no correct candidate can go
     below (declared by the problem's author), the only compute figure ``sol_fraction`` trusts.
     """

@@ -881,7 +881,7 @@ class ReferenceWorker(PackEnds):
 
     @handles(requests.Roofline)
     def op_roofline(self, request: requests.Roofline, fds: list[int]):
-        from hercules.harness.roofline import count_flops
+        from hercules.harness.flops import count_flops
 
         values = self._inputs(request.seed)
         with torch.no_grad():
