@@ -22,24 +22,19 @@ import torch  # noqa: E402
 # module fixtures such as the red team's batched runs are built once). Files are handed out in
 # collection order; these, the longest (seconds in one process on the 2-core CI machine), go first
 # so that no long file is left to run alone at the end.
-_LONGEST_FIRST = (  # seconds of each file in a local run at ca97b63 (two workers, quiet)
-    "tests/harness/test_redteam.py",  # ~165 s
-    "tests/test_adversarial_corpus.py",  # ~130 s
-    "tests/harness/test_evaluate.py",  # ~125 s
-    "tests/debug/test_debug_reproduce.py",  # ~80 s
-    # ~75 s, ~40 of them one interpreted self-check beside another: last, it ran alone at the end
-    "tests/suite/test_suite_reference.py",
-    "tests/compile/test_triton_templates.py",  # ~55 s
-    "tests/test_interrupts.py",  # ~55 s
-    "tests/test_cli_commands.py",  # ~55 s
-    "tests/debug/test_debug_fixers.py",  # ~45 s
-    "tests/optimize/test_optimize_run.py",  # ~40 s
-    "tests/harness/test_oracle_eval.py",  # ~30 s
-    "tests/serve/test_executor.py",  # ~30 s
-    "tests/compile/test_argmax_splitk_pdl.py",  # ~30 s
-    "tests/serve/test_serve_http.py",  # ~25 s
-    "tests/debug/test_debug_reuse.py",  # ~25 s
-    "tests/debug/test_debug_resume.py",  # ~25 s
+_LONGEST_FIRST = (
+    "tests/harness/test_evaluate.py",  # ~210 s
+    "tests/harness/test_redteam.py",  # ~195 s
+    "tests/test_adversarial_corpus.py",  # ~105 s
+    "tests/compile/test_triton_templates.py",  # ~95 s
+    "tests/optimize/test_optimize_run.py",  # ~80 s
+    "tests/test_interrupts.py",  # ~60 s
+    "tests/debug/test_debug_reproduce.py",  # ~60 s
+    "tests/test_cli_commands.py",  # ~60 s
+    "tests/harness/test_batch.py",  # ~50 s
+    "tests/debug/test_debug_cli.py",  # ~45 s
+    "tests/debug/test_debug_fixers.py",  # ~40 s
+    "tests/serve/test_executor.py",  # ~35 s
 )
 
 
