@@ -10,9 +10,10 @@ does not parse is still returned when nothing better exists (the build error the
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
+
+from hercules import pyparse
 
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -29,7 +30,7 @@ class Extraction:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        pyparse.parse(code)
     except SyntaxError:
         return False
     return True

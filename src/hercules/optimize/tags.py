@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+from hercules import pyparse
+
 _PATTERNS: dict[str, tuple[str, ...]] = {
     "custom_cuda_kernel": (r"load_inline\s*\(", r"__global__", r"cpp_extension"),
     "triton_kernel": (r"@triton\.jit", r"@triton\.autotune"),
@@ -37,7 +39,7 @@ _KERNEL_OPS = (r"exp[f]?\s*\(", r"tanh[f]?\s*\(", r"log[f1p]*\s*\(", r"sqrt[f]?\
 def _torch_calls(code: str) -> set[str]:
     """Names of the torch / F / tensor-method calls in the code ("softplus", "tanh", "sum", ...)."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except SyntaxError:
         return set()
     names = set()

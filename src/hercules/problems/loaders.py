@@ -24,13 +24,13 @@ collection is skipped and reported in ``LoadedSource.warnings``.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hercules import pyparse
 from hercules.problems import degenerate
 from hercules.problems.model import (
     Candidate,
@@ -147,7 +147,7 @@ def _load_single_file(path: Path) -> Problem:
 def _is_helper(path: Path) -> bool:
     """A readable, parseable .py file that does not even try to define ``Model``."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = pyparse.parse(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return False
     return "Model" not in top_level_names(tree)

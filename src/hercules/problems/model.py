@@ -22,6 +22,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from hercules import pyparse
+
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 
@@ -101,7 +103,7 @@ def read_metadata(tree: ast.Module) -> dict[str, Any]:
 def validate_problem_code(code: str, where: str) -> dict[str, Any]:
     """Check the KernelBench interface without running the code; return its metadata."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except SyntaxError as exc:
         raise ProblemFormatError(f"{where}: not valid Python ({exc.msg}, line {exc.lineno})") from exc
     missing = [n for n in REQUIRED_NAMES if n not in top_level_names(tree)]

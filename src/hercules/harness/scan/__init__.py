@@ -25,8 +25,7 @@ returns what was found until then.
 
 from __future__ import annotations
 
-import ast
-
+from hercules import pyparse
 from hercules.harness.scan.finding import Finding, lines_executed
 from hercules.harness.scan.registry import RULES, dynamic_check_for, rule_for
 from hercules.harness.scan.rule import DynamicCheck, Rule
@@ -39,7 +38,7 @@ __all__ = ["RULES", "DynamicCheck", "Finding", "Rule", "dynamic_check_for", "lin
 def scan_candidate(code: str, problem_dtype: str = "float32") -> list[Finding]:
     """Static findings for one candidate source, sorted by line; [] when it does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = pyparse.parse(code)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return []
     return scan_tree(tree, problem_dtype, RULES)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
+from hercules import pyparse
 from hercules.harness.records import Flag
 from hercules.harness.scan.context import ScanContext
 from hercules.harness.scan.events import (
@@ -163,7 +164,7 @@ class _Walk:
         Lines of exec'd source belong to "<string>", not to the candidate's file, so a tracer of
         that file never sees them run: a fallback hidden there is a flag outright."""
         try:
-            tree = ast.parse(source)
+            tree = pyparse.parse(source)
         except (SyntaxError, ValueError):
             return
         for finding in scan_tree(tree, self.ctx.problem_dtype, self.rule_types, self.ctx.depth + 1):
