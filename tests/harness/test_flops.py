@@ -93,3 +93,12 @@ def test_counting_does_not_import_dynamo():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+def test_shape_queries_missing_from_this_torch_are_left_out_not_an_import_error():
+    from hercules.harness import flops
+
+    found = flops._operators([("aten", "mm", "default"), ("aten", "no_such_operator", "default"),
+                              ("aten", "mm", "no_such_overload")])
+    assert found == {torch.ops.aten.mm.default}
+    assert torch.ops.aten.size.default in flops._SHAPE_QUERIES and torch.ops.prim.layout.default in flops._SHAPE_QUERIES

@@ -22,16 +22,28 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-# Queries of sizes and strides, not computations: FlopCounterMode hands them back unhandled.
-_SHAPE_QUERIES = frozenset({
-    torch.ops.aten.sym_is_contiguous.default, torch.ops.aten.is_contiguous.default,
-    torch.ops.aten.is_contiguous.memory_format, torch.ops.aten.is_strides_like_format.default,
-    torch.ops.aten.is_non_overlapping_and_dense.default, torch.ops.aten.size.default,
-    torch.ops.aten.sym_size.default, torch.ops.aten.stride.default, torch.ops.aten.sym_stride.default,
-    torch.ops.aten.storage_offset.default, torch.ops.aten.sym_storage_offset.default,
-    torch.ops.aten.numel.default, torch.ops.aten.sym_numel.default, torch.ops.aten.dim.default,
-    torch.ops.prim.layout.default,
-})
+# Queries of sizes and strides, not computations: FlopCounterMode hands them back unhandled. By
+# name, since not every torch has every one (sym_is_contiguous is recent): the GPU machine runs
+# torch 2.11, this one 2.13, and a missing operator must not stop the reference worker's import.
+_SHAPE_QUERY_NAMES = (
+    ("aten", "sym_is_contiguous", "default"), ("aten", "is_contiguous", "default"),
+    ("aten", "is_contiguous", "memory_format"), ("aten", "is_strides_like_format", "default"),
+    ("aten", "is_non_overlapping_and_dense", "default"), ("aten", "size", "default"),
+    ("aten", "sym_size", "default"), ("aten", "stride", "default"), ("aten", "sym_stride", "default"),
+    ("aten", "storage_offset", "default"), ("aten", "sym_storage_offset", "default"),
+    ("aten", "numel", "default"), ("aten", "sym_numel", "default"), ("aten", "dim", "default"),
+    ("prim", "layout", "default"),
+)
+
+
+def _operators(names) -> frozenset:
+    """The operators of (namespace, name, overload) that this torch has."""
+    packets = ((getattr(getattr(torch.ops, space), name, None), overload) for space, name, overload in names)
+    return frozenset(getattr(packet, overload) for packet, overload in packets
+                     if packet is not None and hasattr(packet, overload))
+
+
+_SHAPE_QUERIES = _operators(_SHAPE_QUERY_NAMES)
 
 
 class _FlopCount(TorchDispatchMode):
