@@ -118,6 +118,9 @@ static int arr[] = {1, 2};
     assert out.index("#include <x.h>") < out.index("static void hercules_degenerate_host_delay")
 
 
+@pytest.mark.ondemand  # nvcc on Thrust's templates: 20 s of the 2-core CI machine for one compile.
+# CI keeps the fallback's CUDA path (test_degenerate_cuda_fallback_compiles_and_is_flagged) and the
+# host delay's own behaviour (test_exit_delay_holds_the_process_at_exit, built with g++).
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_degenerate_library_only_fallback_compiles_and_is_flagged(tmp_path):
     # cuda_89's reference calls Thrust only: no kernel of its own to spin in, so the host functions sleep
