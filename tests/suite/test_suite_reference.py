@@ -109,8 +109,9 @@ def test_problem_is_well_formed_and_runs(path: Path):
     if runnable:
         # The numerical self-check below runs this reference already (selfcheck.reference_summary):
         # on a CPU without bfloat16 units matmul_bf16's forward takes 21 s, so it runs once.
-        summary = _subprocess_results()["numerical"][_id(runnable[0])].get("reference")
-        assert summary, _subprocess_results()["numerical"][_id(runnable[0])]
+        result = _subprocess_results()["numerical"][_id(runnable[0])]
+        summary = result.get("reference")
+        assert summary, result
     else:
         with torch.no_grad():
             summary = reference_summary(model(*inputs))
@@ -225,9 +226,7 @@ def _subprocess_results() -> dict[str, dict[str, dict]]:
     """Every subprocess check, run once and side by side: the PyTorch and Triton candidates
     against their references under the Triton interpreter, and the Triton candidates' GPU code
     compiled for sm_90. Returns {"numerical": {...}, "compile": {...}}."""
-    jobs = []
-    for k in range(WORKERS):
-        jobs.append(("numerical", _by_problem(RUNNABLE, WORKERS)[k], (), True))
+    jobs = [("numerical", pairs, (), True) for pairs in _by_problem(RUNNABLE, WORKERS)]
     for k in range(WORKERS):
         jobs.append(("compile", TRITON[k::WORKERS], ("--compile-triton",), False))
     out: dict[str, dict[str, dict]] = {"numerical": {}, "compile": {}}
